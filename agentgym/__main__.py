@@ -1,0 +1,5 @@
+import sys
+
+from agentgym.cli import main
+
+sys.exit(main())

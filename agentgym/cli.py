@@ -1,0 +1,53 @@
+"""`agentgym` command line: list | info | check | play | eval | plot | train | serve.
+
+Each subcommand lives in its own module with `add_parser(subparsers)`; those modules are light at
+import time (heavy imports happen when a command runs), so `agentgym --help` is instant.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from agentgym.errors import AgentGymError
+
+SUBCOMMAND_MODULES = (
+    "agentgym.cli_envs",          # list, info, check, play
+    "agentgym.eval.cli",          # eval, plot
+    "agentgym.train.cli",         # train
+    "agentgym.tools.retrieval.cli",  # serve retrieval
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentgym", description="Train and evaluate LLM agents with multi-turn RL.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):  # that part is not built/installed
+                continue
+            raise
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except AgentGymError as exc:  # expected failures get one line, not a traceback
+        print(f"agentgym {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"agentgym {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

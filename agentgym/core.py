@@ -1,0 +1,164 @@
+"""The text-env contract: `TextEnv` and `ToolEnv`.
+
+A `TextEnv` is a `gymnasium.Env[str, str]`: observations and actions are text, `step` takes the raw
+model output of one turn, and every step returns a turn-level reward. The standard `info` keys are:
+
+    success            bool   the task is solved
+    valid_action       bool   the action parsed and was admissible
+    anchor             hashable key of the state acted from next (GiGPO groups on it); default: obs text
+    reward_components  dict[str, float] summing to `reward`
+    admissible_actions list[str] (where the env has them)
+    task_id            str
+    tool_results       list[ToolResult] (ToolEnv)
+
+Any string is a legal action: bad input gives an observation that says what was wrong,
+`valid_action=False`, and never an exception.
+"""
+from __future__ import annotations
+
+from typing import Any, Hashable, Sequence
+
+import gymnasium as gym
+
+from agentgym.spaces import Text
+from agentgym.tools import Tool, ToolResult, extract_tag, parse_tool_calls, run_tool
+
+INFO_KEYS = ("success", "valid_action", "anchor", "reward_components", "admissible_actions", "task_id",
+             "tool_results")
+MAX_TEXT = 1_000_000
+
+
+def make_info(*, success: bool = False, valid_action: bool = True, anchor: Hashable | None = None,
+              reward_components: dict[str, float] | None = None, admissible_actions: Sequence[str] | None = None,
+              task_id: str | None = None, **extra: Any) -> dict[str, Any]:
+    """An info dict with the standard keys; `anchor=None` is filled with the observation by `TextEnv`."""
+    info: dict[str, Any] = {"success": bool(success), "valid_action": bool(valid_action), "anchor": anchor,
+                            "reward_components": dict(reward_components or {})}
+    if admissible_actions is not None:
+        info["admissible_actions"] = list(admissible_actions)
+    if task_id is not None:
+        info["task_id"] = task_id
+    info.update(extra)
+    return info
+
+
+class TextEnv(gym.Env[str, str]):
+    """Base class of every agentgym environment.
+
+    Subclasses implement `reset` and `step` as in Gymnasium, returning infos built with `make_info`,
+    and may override `instructions` (the system prompt) and `tools`.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "human"]}
+    observation_space = Text(MAX_TEXT)
+    action_space = Text(MAX_TEXT)
+
+    @property
+    def instructions(self) -> str:
+        """The system prompt: what the task is and how to act."""
+        return ""
+
+    @property
+    def tools(self) -> list[Tool]:
+        """The tools the model may call (their schemas go into the system prompt)."""
+        return []
+
+    def oracle_action(self) -> str | None:
+        """An action that makes progress towards the goal, where the env knows one (for `OraclePolicy`)."""
+        return None
+
+    def render(self) -> str | None:
+        return getattr(self, "_last_obs", None)
+
+    def close(self) -> None:
+        pass
+
+    @staticmethod
+    def finish_info(obs: str, info: dict[str, Any]) -> dict[str, Any]:
+        """Fill defaults the contract requires: anchor = observation text, components present."""
+        if info.get("anchor") is None:
+            info["anchor"] = obs
+        info.setdefault("reward_components", {})
+        info.setdefault("success", False)
+        info.setdefault("valid_action", True)
+        return info
+
+
+class ToolEnv(TextEnv):
+    """A `TextEnv` whose actions are tool calls.
+
+    `step` parses calls from the action (Hermes `<tool_call>` blocks by default, OpenAI JSON too),
+    runs each with a time limit and returns their outputs as the observation. An `<answer>` tag or a
+    call to a tool named in `final_tools` ends the episode. Subclasses implement:
+
+        reset_task(seed, options) -> (obs, info)
+        tool_list() -> list[Tool]
+        score(action, results, answer) -> (reward_components, terminated, success)
+    """
+
+    tool_formats: tuple[str, ...] = ("hermes", "openai")
+    tool_timeout_s: float = 10.0
+    max_calls_per_turn: int = 8
+    final_tools: tuple[str, ...] = ("answer", "submit")
+
+    def __init__(self) -> None:
+        self._tools_by_name: dict[str, Tool] | None = None
+
+    # ------------------------------------------------------------------ for subclasses
+    def tool_list(self) -> list[Tool]:
+        raise NotImplementedError
+
+    def reset_task(self, seed: int | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        raise NotImplementedError
+
+    def score(self, action: str, results: list[ToolResult], answer: str | None
+              ) -> tuple[dict[str, float], bool, bool]:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ the contract
+    @property
+    def tools(self) -> list[Tool]:
+        return self.tool_list()
+
+    def _tool_map(self) -> dict[str, Tool]:
+        if self._tools_by_name is None:
+            self._tools_by_name = {t.name: t for t in self.tool_list()}
+        return self._tools_by_name
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        obs, info = self.reset_task(seed, dict(options or {}))
+        self._last_obs = obs
+        return obs, self.finish_info(obs, info)
+
+    def step(self, action: str):
+        action = action if isinstance(action, str) else str(action)
+        answer = extract_tag(action, "answer")
+        calls = parse_tool_calls(action, self.tool_formats)
+        tools = self._tool_map()
+        results = [run_tool(tools, c, self.tool_timeout_s) for c in calls[: self.max_calls_per_turn]]
+        if len(calls) > self.max_calls_per_turn:
+            results.append(ToolResult("?", f"Error: at most {self.max_calls_per_turn} tool calls per turn; "
+                                      f"{len(calls) - self.max_calls_per_turn} were ignored.", False))
+        for result in results:
+            if result.ok and result.name in self.final_tools and answer is None:
+                answer = str(result.arguments.get(next(iter(result.arguments), ""), result.output))
+        valid = (bool(results) and all(r.ok for r in results)) or (answer is not None and not results)
+        components, terminated, success = self.score(action, results, answer)
+        if not results and answer is None:
+            obs = self.no_call_message()
+        else:
+            obs = "\n".join(self.format_result(r) for r in results) or "Answer received."
+        self._last_obs = obs
+        info = make_info(success=success, valid_action=valid, reward_components=components,
+                         tool_results=results)
+        reward = float(sum(components.values()))
+        return obs, reward, terminated, False, self.finish_info(obs, info)
+
+    def format_result(self, result: ToolResult) -> str:
+        return f"<tool_response>\n{result.output}\n</tool_response>"
+
+    def no_call_message(self) -> str:
+        example = self.tool_list()[0].usage() if self.tool_list() else "<answer>...</answer>"
+        return ("No tool call found. Call a tool with a JSON object inside <tool_call></tool_call> tags, "
+                f"e.g. {example}, or give your final answer as <answer>...</answer>.")

@@ -1,0 +1,162 @@
+"""Register, make and list text envs; named suites; third-party discovery.
+
+Built on Gymnasium's registry, so `gymnasium.make("agentgym/Toy-Corridor-v0")` works too. The turn
+limit (`max_turns`) is a `TurnLimit` wrapper that sets `truncated`, not each env's business.
+Third-party packages expose envs through the entry-point group `agentgym.envs`: each entry point is a
+module or a zero-argument callable that calls `agentgym.register(...)`.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec, load_env_creator
+
+from agentgym.errors import RegistrationError
+
+ENTRY_POINT_GROUP = "agentgym.envs"
+_SUITES: dict[str, list["SuiteEntry"]] = {}
+_IDS: set[str] = set()  # ids registered through agentgym, as opposed to gymnasium's own
+_DISCOVERED = False
+
+
+@dataclass(frozen=True)
+class SuiteEntry:
+    """One env of a suite, with the kwargs it is made with and a label for reports."""
+
+    env_id: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.label or self.env_id
+
+
+class TurnLimit(gym.Wrapper):
+    """Truncates an episode after `max_turns` steps and forwards the text-env extras."""
+
+    def __init__(self, env: gym.Env, max_turns: int):
+        super().__init__(env)
+        if max_turns < 1:
+            raise RegistrationError(f"max_turns must be >= 1, got {max_turns}")
+        self.max_turns = max_turns
+        self._turns = 0
+
+    def reset(self, **kwargs: Any):
+        self._turns = 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action: str):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._turns += 1
+        if self._turns >= self.max_turns and not terminated:
+            truncated = True
+        return obs, reward, terminated, truncated, info
+
+    @property
+    def instructions(self) -> str:
+        return self.env.unwrapped.instructions
+
+    @property
+    def tools(self) -> list:
+        return self.env.unwrapped.tools
+
+    def oracle_action(self) -> str | None:
+        return self.env.unwrapped.oracle_action()
+
+    def render(self):
+        return self.env.render()
+
+
+def register(id: str, entry_point: str | Callable[..., gym.Env], max_turns: int | None = None,
+             kwargs: dict[str, Any] | None = None, suites: tuple[str, ...] = (), override: bool = False,
+             **spec_kwargs: Any) -> None:
+    """Register an env id. `entry_point` is `"module:Class"` or a callable returning an env."""
+    if id in gym.registry and not override:
+        if gym.registry[id].entry_point == entry_point:
+            _IDS.add(id)
+            return  # re-importing a module that registers is harmless
+        raise RegistrationError(f"{id!r} is already registered; pass override=True to replace it")
+    gym.register(id=id, entry_point=entry_point, max_episode_steps=max_turns, kwargs=kwargs or {},
+                 disable_env_checker=True, **spec_kwargs)
+    _IDS.add(id)
+    for suite_name in suites:
+        register_suite(suite_name, [id], extend=True)
+
+
+def _ensure_discovered() -> None:
+    """Register built-in envs and those of installed packages, once."""
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    _DISCOVERED = True
+    import agentgym.envs  # noqa: F401  registers the built-in families (string entry points, no heavy imports)
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            loaded = ep.load()
+            if callable(loaded):
+                loaded()
+        except Exception as exc:  # a broken plugin must not break every other env
+            import warnings
+
+            warnings.warn(f"agentgym: could not load env plugin {ep.name!r} ({ep.value}): {exc}", stacklevel=2)
+
+
+def list_envs(prefix: str = "") -> list[str]:
+    """Every env id registered through agentgym (built-in and plugins), sorted."""
+    _ensure_discovered()
+    return sorted(i for i in _IDS if i.startswith(prefix))
+
+
+def spec(id: str) -> EnvSpec:
+    """The spec of a registered id, or an error that suggests the closest ids."""
+    _ensure_discovered()
+    if id in gym.registry:
+        return gym.registry[id]
+    known = list(gym.registry)
+    close = difflib.get_close_matches(id, known, n=3, cutoff=0.5)
+    lowered = {k.lower(): k for k in known}
+    if id.lower() in lowered:
+        close = [lowered[id.lower()]]
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise RegistrationError(f"no env registered as {id!r}.{hint} Run `agentgym list` to see every id.")
+
+
+def make(id: str, max_turns: int | None = None, **kwargs: Any) -> gym.Env:
+    """Make a text env; `max_turns` overrides the registered turn limit."""
+    env_spec = spec(id)
+    creator = env_spec.entry_point if callable(env_spec.entry_point) else load_env_creator(env_spec.entry_point)
+    env = creator(**{**env_spec.kwargs, **kwargs})
+    env.unwrapped.spec = env_spec
+    limit = max_turns if max_turns is not None else env_spec.max_episode_steps
+    return TurnLimit(env, limit) if limit else env
+
+
+def register_suite(name: str, envs: list[str | SuiteEntry], extend: bool = False) -> None:
+    """Name a list of envs (ids or `SuiteEntry`s) so `agentgym eval --suite NAME` can run them."""
+    entries = [e if isinstance(e, SuiteEntry) else SuiteEntry(e) for e in envs]
+    if extend:
+        existing = _SUITES.setdefault(name, [])
+        existing.extend(e for e in entries if e not in existing)
+    else:
+        _SUITES[name] = entries
+
+
+def suite(name: str) -> list[SuiteEntry]:
+    """The envs of a named suite."""
+    _ensure_discovered()
+    if name not in _SUITES:
+        close = difflib.get_close_matches(name, list(_SUITES), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise RegistrationError(f"no suite named {name!r}.{hint} Known suites: {', '.join(sorted(_SUITES))}")
+    return list(_SUITES[name])
+
+
+def list_suites() -> list[str]:
+    _ensure_discovered()
+    return sorted(_SUITES)

@@ -1,0 +1,312 @@
+"""Tools: typed Python functions whose JSON schema is derived, and the parsers for tool calls.
+
+    @tool
+    def search(query: str, k: int = 3) -> str:
+        '''Search the corpus.
+
+        Args:
+            query: What to look for.
+            k: How many passages to return.
+        '''
+
+A model calls a tool in one of three formats, all parsed here:
+- Hermes: `<tool_call>{"name": "search", "arguments": {"query": "x"}}</tool_call>` (several per turn)
+- OpenAI JSON: `{"tool_calls": [{"function": {"name": ..., "arguments": "{...}"}}]}` or one `{"name":..., "arguments":...}`
+- Tags: `<action>go to desk 1</action>`, `<answer>Paris</answer>`
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import threading
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Union, get_args, get_origin
+
+from agentgym.errors import ToolError
+
+_JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
+                               list: "array", dict: "object"}
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the model asked for. `error` is set when the call could not be parsed."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What running one call gave back: `ok` is False when the call was wrong or the tool raised."""
+
+    name: str
+    output: str
+    ok: bool
+    arguments: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def _json_schema(annotation: Any) -> dict[str, Any]:
+    if annotation is inspect.Parameter.empty or annotation is Any:
+        return {}
+    origin = get_origin(annotation)
+    if origin is Literal:
+        values = list(get_args(annotation))
+        return {"enum": values, "type": _JSON_TYPES.get(type(values[0]), "string")}
+    if origin in (Union, types.UnionType):
+        options = [a for a in get_args(annotation) if a is not type(None)]
+        return _json_schema(options[0]) if len(options) == 1 else {"anyOf": [_json_schema(a) for a in options]}
+    if origin in (list, tuple, set, typing.Sequence):
+        args = get_args(annotation)
+        return {"type": "array", "items": _json_schema(args[0])} if args else {"type": "array"}
+    if origin is dict:
+        return {"type": "object"}
+    if annotation in _JSON_TYPES:
+        return {"type": _JSON_TYPES[annotation]}
+    raise ToolError(f"tool parameter type {annotation!r} has no JSON schema; use str, int, float, bool, list or dict")
+
+
+def _parse_google_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Summary text and per-argument descriptions from a Google-style docstring."""
+    doc = inspect.cleandoc(doc or "")
+    summary_lines, args, section, current = [], {}, None, None
+    for line in doc.splitlines():
+        stripped = line.strip()
+        if stripped in ("Args:", "Arguments:", "Parameters:"):
+            section = "args"
+            continue
+        if stripped.endswith(":") and stripped[:-1] in ("Returns", "Raises", "Yields", "Examples", "Example", "Note"):
+            section = "other"
+            continue
+        if section is None:
+            summary_lines.append(stripped)
+        elif section == "args" and stripped:
+            match = re.match(r"^(\w+)\s*(\([^)]*\))?\s*:\s*(.*)$", stripped)
+            if match and line.startswith(" " * 4) and not line.startswith(" " * 8):
+                current = match.group(1)
+                args[current] = match.group(3)
+            elif match and current is None:
+                current = match.group(1)
+                args[current] = match.group(3)
+            elif current:
+                args[current] = (args[current] + " " + stripped).strip()
+    return " ".join(s for s in summary_lines if s).strip(), args
+
+
+class Tool:
+    """A callable the model can invoke, with a JSON schema derived from its signature and docstring."""
+
+    def __init__(self, fn: Callable[..., Any], name: str | None = None, description: str | None = None,
+                 timeout_s: float | None = None):
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.timeout_s = timeout_s
+        summary, arg_docs = _parse_google_docstring(fn.__doc__ or "")
+        self.description = description or summary or self.name
+        self.signature = inspect.signature(fn)
+        try:
+            hints = typing.get_type_hints(fn)
+        except Exception:  # unresolved forward references: fall back to raw annotations
+            hints = {}
+        properties, required = {}, []
+        for pname, param in self.signature.parameters.items():
+            if pname in ("self", "cls") or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                continue
+            schema = _json_schema(hints.get(pname, param.annotation))
+            if pname in arg_docs:
+                schema["description"] = arg_docs[pname]
+            if param.default is inspect.Parameter.empty:
+                required.append(pname)
+            else:
+                schema["default"] = param.default
+            properties[pname] = schema
+        self.parameters = {"type": "object", "properties": properties, "required": required}
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI function-calling schema, as chat templates expect it."""
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": self.parameters}}
+
+    def usage(self) -> str:
+        """A one-line example of a correct call, used in error observations."""
+        example = {p: f"<{s.get('type', 'value')}>" for p, s in self.parameters["properties"].items()
+                   if p in self.parameters["required"]}
+        return f'<tool_call>{{"name": "{self.name}", "arguments": {json.dumps(example)}}}</tool_call>'
+
+    def validate(self, arguments: Any) -> str | None:
+        """Why these arguments cannot be passed, or None if they can."""
+        if not isinstance(arguments, dict):
+            return f"arguments must be a JSON object, got {type(arguments).__name__}"
+        props, required = self.parameters["properties"], self.parameters["required"]
+        missing = [p for p in required if p not in arguments]
+        if missing:
+            return f"missing required argument(s): {', '.join(missing)}"
+        unknown = [a for a in arguments if a not in props]
+        if unknown and not any(p.kind == p.VAR_KEYWORD for p in self.signature.parameters.values()):
+            return f"unknown argument(s): {', '.join(map(str, unknown))}; expected {', '.join(props) or 'none'}"
+        for name, value in arguments.items():
+            expected = props.get(name, {}).get("type")
+            if expected and not _matches(value, expected):
+                return f"argument {name!r} must be of type {expected}, got {type(value).__name__}"
+        return None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Tool:
+        """Used as a method decorator, binding yields a Tool over the bound method."""
+        if obj is None:
+            return self
+        bound = Tool.__new__(Tool)
+        bound.__dict__.update(self.__dict__)
+        bound.fn = self.fn.__get__(obj, objtype)
+        return bound
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+
+_PY_TYPES: dict[str, Any] = {"string": str, "boolean": bool, "array": list, "object": dict}
+
+
+def _matches(value: Any, json_type: str) -> bool:
+    if json_type == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if json_type == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, _PY_TYPES.get(json_type, object))
+
+
+def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None,
+         timeout_s: float | None = None) -> Any:
+    """Decorator: `@tool` or `@tool(name=..., timeout_s=...)` makes a `Tool` of a typed function."""
+    if fn is None:
+        return lambda f: Tool(f, name=name, description=description, timeout_s=timeout_s)
+    return Tool(fn, name=name, description=description, timeout_s=timeout_s)
+
+
+# ----------------------------------------------------------------------------------------------- parsers
+
+_HERMES = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
+MAX_PARSE_CHARS = 200_000  # longer actions are parsed on their head only: no regex over megabytes
+
+
+def _call_from_obj(obj: Any) -> ToolCall:
+    if not isinstance(obj, dict):
+        return ToolCall("", {}, f"a tool call must be a JSON object, got {type(obj).__name__}")
+    if "function" in obj and isinstance(obj["function"], dict):  # OpenAI {"type": "function", "function": {...}}
+        obj = obj["function"]
+    name = obj.get("name")
+    if not isinstance(name, str) or not name:
+        return ToolCall("", {}, 'the tool call has no "name" string')
+    args = obj.get("arguments", obj.get("parameters", {}))
+    if isinstance(args, str):  # OpenAI sends arguments as a JSON string
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError as exc:
+            return ToolCall(name, {}, f"the arguments of {name!r} are not valid JSON ({exc.msg} at char {exc.pos})")
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        return ToolCall(name, {}, f'"arguments" must be a JSON object, got {type(args).__name__}')
+    return ToolCall(name, args)
+
+
+def parse_hermes(text: str) -> list[ToolCall]:
+    """Every `<tool_call>{json}</tool_call>` block; an unterminated last block is still tried."""
+    calls = []
+    for body in _HERMES.findall(text[:MAX_PARSE_CHARS]):
+        body = body.strip()
+        try:
+            obj = json.loads(body)
+        except json.JSONDecodeError as exc:
+            calls.append(ToolCall("", {}, f"malformed JSON inside <tool_call> ({exc.msg} at char {exc.pos})"))
+            continue
+        calls.append(_call_from_obj(obj))
+    return calls
+
+
+def parse_openai_json(text: str) -> list[ToolCall]:
+    """An OpenAI-style message or call as the whole action: `{"tool_calls": [...]}` or `{"name":..}`."""
+    stripped = text[:MAX_PARSE_CHARS].strip()
+    if stripped.startswith("```"):
+        stripped = stripped.strip("`").removeprefix("json").strip()
+    if not stripped.startswith(("{", "[")):
+        return []
+    try:
+        obj = json.loads(stripped)
+    except json.JSONDecodeError:
+        return []
+    if isinstance(obj, dict) and isinstance(obj.get("tool_calls"), list):
+        return [_call_from_obj(c) for c in obj["tool_calls"]]
+    if isinstance(obj, list):
+        return [_call_from_obj(c) for c in obj]
+    if isinstance(obj, dict) and "name" in obj:
+        return [_call_from_obj(obj)]
+    return []
+
+
+def extract_tag(text: str, tag: str) -> str | None:
+    """The content of the last `<tag>...</tag>` in the text, stripped; None if there is none."""
+    matches = re.findall(rf"<{tag}>(.*?)</{tag}>", text[:MAX_PARSE_CHARS], re.S)
+    return matches[-1].strip() if matches else None
+
+
+def parse_tool_calls(text: str, formats: tuple[str, ...] = ("hermes", "openai")) -> list[ToolCall]:
+    """Tool calls in the action, trying each format in turn; [] when the action has none."""
+    for fmt in formats:
+        calls = PARSERS[fmt](text)
+        if calls:
+            return calls
+    return []
+
+
+PARSERS: dict[str, Callable[[str], list[ToolCall]]] = {"hermes": parse_hermes, "openai": parse_openai_json}
+
+
+def run_tool(tools: dict[str, Tool], call: ToolCall, timeout_s: float = 10.0) -> ToolResult:
+    """Run one call; every way it can go wrong becomes a result with ok=False and a helpful message."""
+    import time
+
+    if call.error:
+        return ToolResult(call.name or "?", f"Error: {call.error}. Call a tool like: "
+                          f"{next(iter(tools.values())).usage() if tools else '<tool_call>{...}</tool_call>'}",
+                          False, call.arguments)
+    tool_ = tools.get(call.name)
+    if tool_ is None:
+        import difflib
+
+        close = difflib.get_close_matches(call.name, list(tools), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        return ToolResult(call.name, f"Error: unknown tool {call.name!r}.{hint} Available tools: "
+                          f"{', '.join(tools) or 'none'}.", False, call.arguments)
+    problem = tool_.validate(call.arguments)
+    if problem:
+        return ToolResult(call.name, f"Error: {problem}. Call it like: {tool_.usage()}", False, call.arguments)
+    limit = tool_.timeout_s or timeout_s
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = tool_(**call.arguments)
+        except Exception as exc:  # the tool's failure is the model's observation, not a crash
+            box["error"] = f"{type(exc).__name__}: {exc}"
+
+    start = time.perf_counter()
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    worker.join(limit)
+    seconds = time.perf_counter() - start
+    if worker.is_alive():
+        return ToolResult(call.name, f"Error: {call.name} timed out after {limit:g} s.", False, call.arguments, seconds)
+    if "error" in box:
+        return ToolResult(call.name, f"Error: {call.name} failed: {box['error']}", False, call.arguments, seconds)
+    value = box.get("value")
+    output = value if isinstance(value, str) else json.dumps(value, default=str)
+    return ToolResult(call.name, output, True, call.arguments, seconds)

@@ -1,0 +1,150 @@
+"""Records of rollouts: `Turn`, `Trajectory`, and the flat `TurnTable` the advantage functions read.
+
+Token in, token out: `prompt_ids` is exactly what the model was given at a turn and `response_ids`
+exactly what it generated, with `logprobs` the sampled tokens' log-probabilities. In the
+`trajectory` layout the next turn's prompt extends this turn's prompt + response, so the last turn
+holds the whole conversation.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Hashable, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One model turn and what the env made of it."""
+
+    index: int
+    observation: str                      # the observation this turn acted on (new text only)
+    action: str                           # the model's raw text
+    prompt_ids: tuple[int, ...]
+    response_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    reward: float
+    reward_components: dict[str, float] = field(default_factory=dict)
+    anchor: Hashable = None               # key of the state this turn acted from
+    valid: bool = True
+    terminated: bool = False
+    truncated: bool = False
+    finish_reason: str = "stop"           # stop | length | error
+    tool_calls: int = 0
+    tool_errors: int = 0
+    generate_s: float = 0.0
+    env_s: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)  # JSON-safe extras (admissible actions count, ...)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["anchor"] = _jsonable_anchor(self.anchor)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Turn:
+        d = dict(d)
+        for key in ("prompt_ids", "response_ids", "logprobs"):
+            d[key] = tuple(d.get(key, ()))
+        return cls(**d)
+
+
+END_REASONS = ("terminated", "truncated", "max_turns", "context_full", "failed")
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """One episode: a task (env id + seed), its place in a group, its turns and how it ended."""
+
+    env_id: str
+    seed: int
+    group_id: int
+    sample_index: int
+    turns: tuple[Turn, ...]
+    success: bool
+    end_reason: str                       # one of END_REASONS
+    task_id: str = ""
+    system_prompt: str = ""
+    first_observation: str = ""
+    error: str | None = None
+    wall_s: float = 0.0
+
+    @property
+    def total_reward(self) -> float:
+        return float(sum(t.reward for t in self.turns))
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.turns)
+
+    @property
+    def num_response_tokens(self) -> int:
+        return sum(len(t.response_ids) for t in self.turns)
+
+    @property
+    def invalid_actions(self) -> int:
+        return sum(not t.valid for t in self.turns)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "turns"}
+        d["turns"] = [t.to_dict() for t in self.turns]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Trajectory:
+        d = dict(d)
+        d["turns"] = tuple(Turn.from_dict(t) for t in d.get("turns", ()))
+        return cls(**d)
+
+
+def _jsonable_anchor(anchor: Hashable) -> Any:
+    if anchor is None or isinstance(anchor, (str, int, float, bool)):
+        return anchor
+    return repr(anchor)
+
+
+@dataclass(frozen=True)
+class TurnTable:
+    """Turns of many trajectories as flat columns, sorted by (traj, turn). Input to train/advantages.py.
+
+    group:  task group id (one task, G rollouts)      traj:   trajectory id
+    turn:   turn index within its trajectory          anchor: int code, equal codes = equal anchor keys
+    reward: the turn's reward                         valid:  the action was valid
+    """
+
+    group: np.ndarray
+    traj: np.ndarray
+    turn: np.ndarray
+    anchor: np.ndarray
+    reward: np.ndarray
+    valid: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.reward)
+
+    @classmethod
+    def from_columns(cls, group: Sequence[int], traj: Sequence[int], turn: Sequence[int],
+                     anchor: Sequence[Hashable], reward: Sequence[float], valid: Sequence[bool] | None = None
+                     ) -> TurnTable:
+        """Build from plain lists; anchors may be any hashables and are coded to ints."""
+        codes: dict[Hashable, int] = {}
+        anchor_codes = np.fromiter((codes.setdefault(a, len(codes)) for a in anchor), dtype=np.int64,
+                                   count=len(anchor))
+        n = len(reward)
+        return cls(np.asarray(group, dtype=np.int64), np.asarray(traj, dtype=np.int64),
+                   np.asarray(turn, dtype=np.int64), anchor_codes, np.asarray(reward, dtype=np.float64),
+                   np.ones(n, dtype=bool) if valid is None else np.asarray(valid, dtype=bool))
+
+    @classmethod
+    def from_trajectories(cls, trajectories: Sequence[Trajectory]) -> TurnTable:
+        """One row per turn; trajectory ids are positions in the given list."""
+        group, traj, turn, anchor, reward, valid = [], [], [], [], [], []
+        for i, t in enumerate(trajectories):
+            for k in t.turns:
+                group.append(t.group_id)
+                traj.append(i)
+                turn.append(k.index)
+                anchor.append(k.anchor)
+                reward.append(k.reward)
+                valid.append(k.valid)
+        return cls.from_columns(group, traj, turn, anchor, reward, valid)

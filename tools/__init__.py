@@ -1,0 +1,1 @@
+"""Tool back ends shared by envs: retrieval, sandboxes (docker, bubblewrap), shell, editor, browser."""

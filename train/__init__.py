@@ -1,0 +1,1 @@
+"""Training: advantage estimators, losses, config and the trainer (`agentgym train`)."""
