@@ -9,7 +9,6 @@ import ast
 import operator
 from typing import Any
 
-import numpy as np
 
 from agentgym.core import ToolEnv, make_info
 from agentgym.tools import Tool, ToolResult, tool
@@ -79,7 +78,7 @@ class CalculatorEnv(ToolEnv):
         return "Answer received."
 
     def reset_task(self, seed: int | None, options: dict[str, Any]):
-        rng = np.random.default_rng(seed)
+        rng = self.np_random  # seeded by reset(seed); an unseeded reset continues that stream (Gymnasium's rule)
         a, b, c = (int(x) for x in rng.integers(2, self.max_operand + 1, size=3))
         self.question = f"What is {a} * {b} + {c}?"
         self.target = a * b + c

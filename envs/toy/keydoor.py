@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 
 from agentgym.core import TextEnv, make_info
 from agentgym.tools import extract_tag
@@ -34,7 +33,7 @@ class KeyDoorEnv(TextEnv):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        rng = np.random.default_rng(seed)
+        rng = self.np_random  # seeded by reset(seed); an unseeded reset continues that stream (Gymnasium's rule)
         self.door_pos = int(rng.integers(0, 2)) * (self.length - 1)  # door at one end
         start = self.length - 1 - self.door_pos if self.length > 2 else self.door_pos
         self.key_pos = int(rng.choice([p for p in range(self.length) if p != self.door_pos]))
