@@ -197,6 +197,21 @@ _HERMES = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
 MAX_PARSE_CHARS = 200_000  # longer actions are parsed on their head only: no regex over megabytes
 
 
+class _BadJSON(ValueError):
+    """Text that is not JSON we can use; the message says why, for the model's observation."""
+
+
+def _loads(text: str) -> Any:
+    """`json.loads` whose every failure is a `_BadJSON`: deep nesting raises RecursionError and a
+    5,000-digit number ValueError in plain `json.loads`, and model garbage must never crash a step."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _BadJSON(f"{exc.msg} at char {exc.pos}") from None
+    except (ValueError, RecursionError) as exc:
+        raise _BadJSON(str(exc).split("\n")[0] or type(exc).__name__) from None
+
+
 def _call_from_obj(obj: Any) -> ToolCall:
     if not isinstance(obj, dict):
         return ToolCall("", {}, f"a tool call must be a JSON object, got {type(obj).__name__}")
@@ -208,9 +223,9 @@ def _call_from_obj(obj: Any) -> ToolCall:
     args = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):  # OpenAI sends arguments as a JSON string
         try:
-            args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError as exc:
-            return ToolCall(name, {}, f"the arguments of {name!r} are not valid JSON ({exc.msg} at char {exc.pos})")
+            args = _loads(args) if args.strip() else {}
+        except _BadJSON as exc:
+            return ToolCall(name, {}, f"the arguments of {name!r} are not valid JSON ({exc})")
     if args is None:
         args = {}
     if not isinstance(args, dict):
@@ -224,9 +239,9 @@ def parse_hermes(text: str) -> list[ToolCall]:
     for body in _HERMES.findall(text[:MAX_PARSE_CHARS]):
         body = body.strip()
         try:
-            obj = json.loads(body)
-        except json.JSONDecodeError as exc:
-            calls.append(ToolCall("", {}, f"malformed JSON inside <tool_call> ({exc.msg} at char {exc.pos})"))
+            obj = _loads(body)
+        except _BadJSON as exc:
+            calls.append(ToolCall("", {}, f"malformed JSON inside <tool_call> ({exc})"))
             continue
         calls.append(_call_from_obj(obj))
     return calls
@@ -240,8 +255,8 @@ def parse_openai_json(text: str) -> list[ToolCall]:
     if not stripped.startswith(("{", "[")):
         return []
     try:
-        obj = json.loads(stripped)
-    except json.JSONDecodeError:
+        obj = _loads(stripped)
+    except _BadJSON:
         return []
     if isinstance(obj, dict) and isinstance(obj.get("tool_calls"), list):
         return [_call_from_obj(c) for c in obj["tool_calls"]]
@@ -253,9 +268,19 @@ def parse_openai_json(text: str) -> list[ToolCall]:
 
 
 def extract_tag(text: str, tag: str) -> str | None:
-    """The content of the last `<tag>...</tag>` in the text, stripped; None if there is none."""
-    matches = re.findall(rf"<{tag}>(.*?)</{tag}>", text[:MAX_PARSE_CHARS], re.S)
-    return matches[-1].strip() if matches else None
+    """The content of the last `<tag>...</tag>` in the text, stripped; None if there is none.
+
+    A scan with `str.find`, not a lazy regex: `<tag>` repeated without a closing tag made the regex
+    quadratic (seconds on 100 kB of model garbage).
+    """
+    text, opening, closing = text[:MAX_PARSE_CHARS], f"<{tag}>", f"</{tag}>"
+    found, pos = None, 0
+    while (start := text.find(opening, pos)) != -1:
+        end = text.find(closing, start + len(opening))
+        if end == -1:  # no closing tag after this one, so none after any later one either
+            break
+        found, pos = text[start + len(opening):end], end + len(closing)
+    return found.strip() if found is not None else None
 
 
 def parse_tool_calls(text: str, formats: tuple[str, ...] = ("hermes", "openai")) -> list[ToolCall]:
@@ -284,7 +309,7 @@ def run_tool(tools: dict[str, Tool], call: ToolCall, timeout_s: float = 10.0) ->
 
         close = difflib.get_close_matches(call.name, list(tools), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        return ToolResult(call.name, f"Error: unknown tool {call.name!r}.{hint} Available tools: "
+        return ToolResult(call.name, f"Error: unknown tool {call.name[:80]!r}.{hint} Available tools: "
                           f"{', '.join(tools) or 'none'}.", False, call.arguments)
     problem = tool_.validate(call.arguments)
     if problem:
