@@ -1,0 +1,157 @@
+"""PPO-style losses on [batch, time] tensors with a mask over model (action) tokens.
+
+Everything here is a pure function of tensors. Shapes: `logprobs`, `old_logprobs`, `advantages`,
+`mask` are [B, T]; `mask` is 1 on action tokens and 0 on prompt/observation/padding tokens, so
+observation tokens never enter the actor or critic loss.
+
+Importance ratios (`ratio_level`):
+    token     r_j = exp(log π(a_j) − log π_old(a_j))                             (PPO)
+    sequence  r_i = exp(mean_j∈i (log π − log π_old)), one ratio for a whole sample  (GSPO)
+    turn      the same geometric mean over the tokens of one turn (`segments` gives turn ids)
+Clipped surrogate: L = max(−A r, −A clip(r, 1−ε_low, 1+ε_high)); dual clip (c > 1) caps L at
+−c·A for A < 0. KL to a reference: k1 = log π − log π_ref, k3 = exp(log π_ref − log π) − (log π_ref −
+log π) − 1 (Schulman's unbiased, non-negative estimator).
+
+Aggregation (`agg`), with `denom` letting gradient accumulation divide by the whole batch's count:
+    token-mean            Σ x·m / Σ m
+    seq-mean-token-mean   mean over samples of (Σ_j x·m / Σ_j m)
+    seq-mean-token-sum    mean over samples of Σ_j x·m
+    seq-mean-token-sum-norm  Σ x·m / (B · T)   (Dr. GRPO's constant normaliser)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+Agg = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
+RatioLevel = Literal["token", "sequence", "turn"]
+AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+RATIO_LEVELS = ("token", "sequence", "turn")
+KL_ESTIMATORS = ("k1", "k3")
+
+
+def aggregate(x: torch.Tensor, mask: torch.Tensor, agg: Agg = "token-mean", denom: float | None = None
+              ) -> torch.Tensor:
+    """Reduce a [B, T] tensor over masked positions (see the module docstring).
+
+    `denom`, when given, replaces the divisor (token count for token-mean, sample count for the
+    seq-mean modes, B·T for the -norm mode) so micro-batch losses sum to the full-batch loss.
+    """
+    mask = mask.to(x.dtype)
+    if agg == "token-mean":
+        return (x * mask).sum() / (denom if denom is not None else mask.sum().clamp(min=1.0))
+    if agg == "seq-mean-token-mean":
+        per_seq = (x * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+        return per_seq.sum() / (denom if denom is not None else max(x.shape[0], 1))
+    if agg == "seq-mean-token-sum":
+        return (x * mask).sum() / (denom if denom is not None else max(x.shape[0], 1))
+    if agg == "seq-mean-token-sum-norm":
+        return (x * mask).sum() / (denom if denom is not None else max(x.numel(), 1))
+    raise ValueError(f"agg must be one of {AGG_MODES}, got {agg!r}")
+
+
+def segment_mean(x: torch.Tensor, mask: torch.Tensor, segments: torch.Tensor) -> torch.Tensor:
+    """Replace each masked element by the mean of x over the masked elements of its segment.
+
+    `segments` [B, T] holds non-negative segment ids (unique across the batch); unmasked positions
+    are ignored and get 0.
+    """
+    seg = torch.where(mask.bool(), segments, torch.zeros_like(segments)).reshape(-1)
+    n_seg = int(seg.max().item()) + 1 if seg.numel() else 1
+    m = mask.reshape(-1).to(x.dtype)
+    sums = torch.zeros(n_seg, dtype=x.dtype, device=x.device).index_add(0, seg, x.reshape(-1) * m)
+    counts = torch.zeros(n_seg, dtype=x.dtype, device=x.device).index_add(0, seg, m)
+    means = sums / counts.clamp(min=1.0)
+    return (means[seg] * m).reshape(x.shape)
+
+
+def log_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor,
+              ratio_level: RatioLevel = "token", segments: torch.Tensor | None = None) -> torch.Tensor:
+    """log r per token at the chosen level (sequence/turn: the segment mean of the token log-ratios)."""
+    diff = (logprobs - old_logprobs) * mask
+    if ratio_level == "token":
+        return diff
+    if ratio_level == "sequence":
+        rows = torch.arange(diff.shape[0], device=diff.device).unsqueeze(-1).expand_as(diff)
+        return segment_mean(diff, mask, rows)
+    if ratio_level == "turn":
+        if segments is None:
+            raise ValueError("ratio_level='turn' needs `segments` (the turn id of each token)")
+        return segment_mean(diff, mask, segments)
+    raise ValueError(f"ratio_level must be one of {RATIO_LEVELS}, got {ratio_level!r}")
+
+
+@dataclass(frozen=True)
+class PolicyLossOut:
+    loss: torch.Tensor          # the aggregated clipped surrogate (to be minimised)
+    clip_fraction: float        # fraction of action tokens whose ratio was clipped
+    approx_kl: float            # mean k3 between old and new policy on action tokens
+    ratio_mean: float
+
+
+def ppo_policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+                    mask: torch.Tensor, *, clip_low: float = 0.2, clip_high: float = 0.2,
+                    dual_clip: float | None = None, ratio_level: RatioLevel = "token",
+                    segments: torch.Tensor | None = None, agg: Agg = "token-mean",
+                    denom: float | None = None) -> PolicyLossOut:
+    """PPO clipped surrogate with token-, sequence- or turn-level ratios and optional dual clip."""
+    if dual_clip is not None and dual_clip <= 1.0:
+        raise ValueError(f"dual_clip must be > 1 (e.g. 3.0), got {dual_clip}")
+    lr = log_ratio(logprobs, old_logprobs, mask, ratio_level, segments)
+    ratio = torch.exp(lr.clamp(-20.0, 20.0))
+    loss1 = -advantages * ratio
+    loss2 = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    per_token = torch.maximum(loss1, loss2)
+    if dual_clip is not None:
+        capped = torch.minimum(per_token, -advantages * dual_clip)
+        per_token = torch.where(advantages < 0, capped, per_token)
+    with torch.no_grad():
+        m = mask.bool()
+        n = m.sum().clamp(min=1)
+        clipped = (loss2 > loss1) & m
+        d = (old_logprobs - logprobs)[m]
+        approx_kl = (torch.exp(d) - d - 1).sum() / n
+        stats = (clipped.sum() / n).item(), approx_kl.item(), (ratio[m].sum() / n).item()
+    return PolicyLossOut(aggregate(per_token, mask, agg, denom), *stats)
+
+
+def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
+    """Per-token KL(π || π_ref) estimate: k1 = log π − log π_ref; k3 = e^(−k1) + k1 − 1 (≥ 0)."""
+    k1 = logprobs - ref_logprobs
+    if estimator == "k1":
+        return k1
+    if estimator == "k3":
+        neg = (-k1).clamp(-20.0, 20.0)
+        return torch.exp(neg) - neg - 1.0
+    raise ValueError(f"kl estimator must be one of {KL_ESTIMATORS}, got {estimator!r}")
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of the softmax over the last dimension, per position."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
+               clip: float | None = 0.2, agg: Agg = "token-mean", denom: float | None = None) -> torch.Tensor:
+    """Clipped value loss: ½ max((V − R)², (clip(V, V_old ± ε) − R)²), aggregated over `mask`.
+
+    `clip=None` gives the plain ½ (V − R)². The mask selects where the critic is trained (turn-level
+    GAE: the state position of each turn; bi-level: every action token).
+    """
+    err = (values - returns) ** 2
+    if clip is not None:
+        clipped = old_values + (values - old_values).clamp(-clip, clip)
+        err = torch.maximum(err, (clipped - returns) ** 2)
+    return 0.5 * aggregate(err, mask, agg, denom)
+
+
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """log softmax(logits / temperature)[targets], memory-light (no [B, T, V] log-softmax kept)."""
+    logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    picked = torch.gather(logits, -1, targets.unsqueeze(-1)).squeeze(-1)
+    return picked - torch.logsumexp(logits, dim=-1)
