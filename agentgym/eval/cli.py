@@ -1,0 +1,105 @@
+"""`agentgym eval`, `agentgym plot` and `agentgym compare`: argument parsing only, work happens elsewhere."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from agentgym.errors import ConfigError
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    _add_eval(subparsers)
+    _add_plot(subparsers)
+    _add_compare(subparsers)
+
+
+def _add_eval(subparsers: argparse._SubParsersAction) -> None:
+    from agentgym.eval.runner import DEFAULT_SEED
+
+    p = subparsers.add_parser(
+        "eval", help="evaluate a policy on a suite of envs and write JSON, markdown and HTML reports",
+        description="Evaluate a policy on envs x episodes x samples. Results go to --out; re-running with the "
+                    "same --out resumes an interrupted eval without recomputing finished episodes.")
+    p.add_argument("--policy", required=True, metavar="SPEC",
+                   help="hf:MODEL | openai:URL[#model] | vllm:MODEL | random | oracle | scripted:FILE:FUNC | "
+                        "checkpoint:DIR")
+    what = p.add_argument_group("what to evaluate (exactly one)")
+    what.add_argument("--suite", metavar="NAME", help="a registered suite (toy, household, search, ...)")
+    what.add_argument("--suite-file", metavar="F.yaml", help="your own suite: a YAML list of env ids/kwargs/labels")
+    what.add_argument("--env", nargs="+", default=[], metavar="ID", help="one or more env ids")
+    p.add_argument("--episodes", type=int, default=10, help="tasks (seeds) per env (default 10)")
+    p.add_argument("--samples", type=int, default=1, help="rollouts per task; pass@k for k <= samples (default 1)")
+    p.add_argument("--split", default="test", help="task split passed to reset (default test)")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                   help=f"first task seed; seeds are SEED..SEED+episodes-1 (default {DEFAULT_SEED}, held out "
+                        "from training seeds)")
+    p.add_argument("--out", required=True, metavar="DIR", help="where results, reports and the resume log go")
+    p.add_argument("--max-turns", type=int, default=None, help="turn limit (default: each env's own)")
+    p.add_argument("--workers", type=int, default=4, help="envs stepped concurrently (default 4)")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="sampling temperature (default 0 with one sample, 1.0 with several)")
+    p.add_argument("--max-tokens", type=int, default=256, help="max new tokens per turn (default 256)")
+    p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
+                   help="reuse finished episodes in --out (default on); --no-resume starts afresh")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_eval_command)
+
+
+def run_eval_command(args: argparse.Namespace) -> int:
+    from agentgym.eval.reports import render_markdown, load_results
+    from agentgym.eval.runner import EvalConfig, run_eval
+    from agentgym.eval.suites import resolve_envs
+
+    suite_name, entries = resolve_envs(args.suite, args.suite_file, args.env)
+    config = EvalConfig(policy=args.policy, entries=tuple(entries), out_dir=args.out, suite=suite_name,
+                        episodes=args.episodes, samples=args.samples, split=args.split, seed=args.seed,
+                        max_turns=args.max_turns, workers=args.workers, temperature=args.temperature,
+                        max_tokens=args.max_tokens, resume=args.resume)
+    run = run_eval(config, progress=not args.no_progress and sys.stderr.isatty())
+    resumed = len(run.records) - run.ran_now
+    if resumed:
+        print(f"resumed {resumed} finished episode(s) from {args.out}; ran {run.ran_now} now")
+    print(render_markdown(load_results(run.paths["results"])))
+    print(f"results: {run.paths['results']}\nmarkdown: {run.paths['markdown']}\nhtml report: {run.paths['html']}")
+    return 0
+
+
+def _add_plot(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("plot", help="draw training curves (success/return vs iteration) to a PNG",
+                              description="Plot RUN_DIR/metrics.jsonl of one or more training runs, overlaid.")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="training run dirs holding metrics.jsonl")
+    p.add_argument("--out", default="curves.png", help="PNG path (default curves.png)")
+    p.add_argument("--metric", action="append", default=None, metavar="KEY",
+                   help="panel to draw (repeatable; default: success and return)")
+    p.add_argument("--label", action="append", default=None, help="legend label per run (repeatable)")
+    p.set_defaults(func=run_plot_command)
+
+
+def run_plot_command(args: argparse.Namespace) -> int:
+    from agentgym.eval.plots import plot_runs
+
+    if not args.out.lower().endswith(".png"):
+        raise ConfigError(f"--out must name a .png file, got {args.out!r}")
+    path = plot_runs(args.run_dirs, args.out, tuple(args.metric or ("success", "return")), args.label)
+    print(f"wrote {path}")
+    return 0
+
+
+def _add_compare(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("compare", help="compare eval runs (e.g. before/after training) in one table",
+                              description="Write compare.md and compare.html over several `agentgym eval` dirs.")
+    p.add_argument("eval_dirs", nargs="+", metavar="EVAL_DIR", help="dirs written by `agentgym eval --out`")
+    p.add_argument("--out", required=True, metavar="DIR", help="where compare.md and compare.html go")
+    p.add_argument("--name", action="append", default=None, help="column name per run (repeatable)")
+    p.set_defaults(func=run_compare_command)
+
+
+def run_compare_command(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from agentgym.eval.reports import write_comparison
+
+    paths = write_comparison(args.eval_dirs, args.out, args.name)
+    print(Path(paths["markdown"]).read_text(encoding="utf-8"))
+    print(f"markdown: {paths['markdown']}\nhtml report: {paths['html']}")
+    return 0

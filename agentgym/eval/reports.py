@@ -1,0 +1,181 @@
+"""Results of an eval as a JSON file (validated by schema.json), a markdown table and an HTML report.
+
+OUT/results.json   run settings, per-env and suite metrics, every trajectory
+OUT/report.md      the per-env table, for a terminal, a PR or an issue
+OUT/report.html    self-contained (inline CSS/JS, no network): table + trajectory viewer
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from agentgym.errors import ConfigError
+from agentgym.eval.metrics import Metrics, compute_metrics, macro_success
+
+if TYPE_CHECKING:
+    from agentgym.eval.runner import EvalRun
+
+SCHEMA_VERSION = 1
+SCHEMA_PATH = Path(__file__).with_name("schema.json")
+
+
+def build_results(run: EvalRun) -> dict[str, Any]:
+    """The results document: plain JSON types only, in the shape schema.json describes."""
+    import agentgym
+
+    cfg = run.config
+    per_env: dict[str, Metrics] = {}
+    envs = []
+    for entry in cfg.entries:
+        trajs = [r.trajectory for r in run.records if r.env == entry.name]
+        per_env[entry.name] = compute_metrics(trajs)
+        envs.append({"name": entry.name, "env_id": entry.env_id, "kwargs": _jsonable(entry.kwargs),
+                     "metrics": per_env[entry.name].to_dict()})
+    pooled = compute_metrics([r.trajectory for r in run.records], [(r.env, r.trajectory.seed) for r in run.records])
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "agentgym_version": agentgym.__version__,
+        "run": {"policy": cfg.policy, "suite": cfg.suite, "split": cfg.split, "seed": cfg.seed,
+                "episodes": cfg.episodes, "samples": cfg.samples, "max_turns": cfg.max_turns,
+                "temperature": cfg.sampling_temperature, "max_tokens": cfg.max_tokens, "workers": cfg.workers,
+                "started": run.started, "finished": run.finished, "wall_s": run.finished - run.started,
+                "ran_now": run.ran_now, "complete": len(run.records) == len(cfg.entries) * cfg.episodes * cfg.samples},
+        "envs": envs,
+        "summary": {"macro_success_rate": macro_success(per_env), "metrics": pooled.to_dict()},
+        "trajectories": [r.to_dict() for r in run.records],
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def validate_results(results: dict[str, Any]) -> None:
+    """Raise jsonschema.ValidationError when `results` does not match schema.json."""
+    from agentgym.errors import require
+
+    jsonschema = require("jsonschema", "test")
+    jsonschema.validate(results, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """Read results.json from a file or an eval's OUT dir."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.json"
+    if not path.is_file():
+        raise ConfigError(f"no eval results at {str(path)!r}; run `agentgym eval ... --out DIR` first")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{str(path)!r} is not valid JSON ({exc.msg}); re-run the eval to rewrite it") from exc
+
+
+# ---------------------------------------------------------------------------------------------- markdown
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _success_cell(m: dict[str, Any]) -> str:
+    return f"{_pct(m['success_rate'])} [{_pct(m['success_ci_low'])}, {_pct(m['success_ci_high'])}]"
+
+
+def _pass_cell(m: dict[str, Any]) -> str:
+    return " / ".join(f"@{k} {_pct(v)}" for k, v in m["pass_at_k"].items()) or "-"
+
+
+TABLE_COLUMNS = ("env", "episodes", "success (95% CI)", "pass@k", "return", "turns", "tokens", "invalid",
+                 "tool calls (errors)", "wall s")
+
+
+def metric_row(name: str, m: dict[str, Any]) -> list[str]:
+    """One table row's cells, shared by the markdown and HTML tables."""
+    return [name, str(m["episodes"]), _success_cell(m), _pass_cell(m), f"{m['mean_return']:.3f}",
+            f"{m['mean_turns']:.2f}", f"{m['mean_total_tokens']:.0f}", _pct(m["invalid_action_rate"]),
+            f"{m['tool_calls']} ({m['tool_errors']})", f"{m['wall_s']:.1f}"]
+
+
+def table_rows(results: dict[str, Any]) -> list[list[str]]:
+    rows = [metric_row(e["name"], e["metrics"]) for e in results["envs"]]
+    if len(results["envs"]) > 1:
+        rows.append(metric_row(f"{results['run']['suite']} (all)", results["summary"]["metrics"]))
+    return rows
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(results: dict[str, Any]) -> str:
+    run = results["run"]
+    lines = [f"# Eval: {_md_escape(run['policy'])} on {_md_escape(run['suite'])}", "",
+             f"split `{run['split']}`, seeds {run['seed']}..{run['seed'] + run['episodes'] - 1}, "
+             f"{run['samples']} sample(s) per task, temperature {run['temperature']}, "
+             f"wall {run['wall_s']:.1f}s" + ("" if run["complete"] else " — **incomplete**"), "",
+             "| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
+    lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in table_rows(results)]
+    if len(results["envs"]) > 1:
+        lines += ["", f"Macro success (each env once): {_pct(results['summary']['macro_success_rate'])}"]
+    return "\n".join(lines) + "\n"
+
+
+def comparison_rows(named: Sequence[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[list[str]]]:
+    """Success per env across several runs (e.g. before / after training), with the change vs the first."""
+    envs = list(dict.fromkeys(e["name"] for _, r in named for e in r["envs"]))
+    header = ["env", *[n for n, _ in named]] + (["change"] if len(named) > 1 else [])
+    rows = []
+    for env in envs + ["(macro)"]:
+        rates = [_rate(r, env) for _, r in named]
+        cells = [_pct(x) if x is not None else "-" for x in rates]
+        if len(named) > 1:
+            first, last = rates[0], rates[-1]
+            cells.append(f"{100 * (last - first):+.1f} pts" if first is not None and last is not None else "-")
+        rows.append([env, *cells])
+    return header, rows
+
+
+def render_comparison_markdown(named: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    header, rows = comparison_rows(named)
+    lines = ["| " + " | ".join(_md_escape(c) for c in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _rate(results: dict[str, Any], env: str) -> float | None:
+    if env == "(macro)":
+        return results["summary"]["macro_success_rate"]
+    return next((e["metrics"]["success_rate"] for e in results["envs"] if e["name"] == env), None)
+
+
+# ---------------------------------------------------------------------------------------------- writing
+def write_all(run: EvalRun) -> dict[str, str]:
+    """Write results.json, report.md and report.html into the run's OUT dir; returns their paths."""
+    from agentgym.eval.html import render_html
+
+    out = Path(run.config.out_dir)
+    results = build_results(run)
+    paths = {"results": out / "results.json", "markdown": out / "report.md", "html": out / "report.html"}
+    paths["results"].write_text(json.dumps(results, ensure_ascii=False, default=str), encoding="utf-8")
+    paths["markdown"].write_text(render_markdown(results), encoding="utf-8")
+    paths["html"].write_text(render_html(results), encoding="utf-8")
+    return {k: str(v) for k, v in paths.items()}
+
+
+def write_comparison(run_dirs: Sequence[str | Path], out_dir: str | Path, names: Sequence[str] | None = None
+                     ) -> dict[str, str]:
+    """compare.md and compare.html over several eval OUT dirs (names default to the dir names)."""
+    from agentgym.eval.html import render_comparison_html
+
+    names = list(names or [Path(d).name for d in run_dirs])
+    if len(names) != len(run_dirs):
+        raise ConfigError(f"got {len(names)} names for {len(run_dirs)} runs; give one name per run")
+    named = [(n, load_results(d)) for n, d in zip(names, run_dirs)]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    links = [os.path.relpath(Path(d).resolve() / "report.html", out.resolve()) for d in run_dirs]
+    md, html = out / "compare.md", out / "compare.html"
+    md.write_text(render_comparison_markdown(named), encoding="utf-8")
+    html.write_text(render_comparison_html(named, links), encoding="utf-8")
+    return {"markdown": str(md), "html": str(html)}

@@ -1,0 +1,304 @@
+"""Evaluation over envs × episodes × samples, resumable.
+
+Every finished trajectory is appended (and flushed) to `OUT/trajectories.jsonl` the moment the rollout
+engine hands it over, keyed by (env label, seed, sample). A later run with the same OUT reads that file
+and runs only what is missing, so an interrupted eval loses at most the episodes that were in flight.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import gymnasium as gym
+
+from agentgym.errors import ConfigError
+from agentgym.registration import SuiteEntry, make
+from agentgym.trajectory import Trajectory
+
+TRAJECTORIES_FILE = "trajectories.jsonl"
+CONFIG_FILE = "eval_config.json"
+DEFAULT_SEED = 100_000  # held out: training draws its tasks from seeds counting up from 0
+# fields that must match for a resumed run to be the same eval (episodes may grow: new seeds are added)
+_IDENTITY_FIELDS = ("policy", "suite", "entries", "samples", "split", "seed", "max_turns", "temperature",
+                    "max_tokens")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """One evaluation: which policy, on which envs, how many tasks and samples, written where."""
+
+    policy: str                              # a `load_policy` spec: hf:..., openai:URL, random, oracle, ...
+    entries: tuple[SuiteEntry, ...]          # envs to run (see `suites.resolve_envs`)
+    out_dir: str                             # results, reports and the resume log go here
+    suite: str = "custom"                    # name shown in reports
+    episodes: int = 10                       # tasks (seeds) per env
+    samples: int = 1                         # rollouts per task; pass@k needs k <= samples
+    split: str = "test"                      # passed to reset(options={"split": ...})
+    seed: int = DEFAULT_SEED                 # task seeds are seed, seed+1, ..., seed+episodes-1
+    max_turns: int | None = None             # None: each env's registered turn limit
+    workers: int = 4                         # envs stepped concurrently
+    temperature: float | None = None         # None: greedy (0) for one sample, 1.0 for several
+    max_tokens: int = 256                    # per turn
+    resume: bool = True                      # reuse OUT's finished episodes; False starts afresh
+
+    def __post_init__(self) -> None:
+        checks = [(self.episodes >= 1, f"--episodes must be >= 1, got {self.episodes}"),
+                  (self.samples >= 1, f"--samples must be >= 1, got {self.samples}"),
+                  (self.workers >= 1, f"--workers must be >= 1, got {self.workers}"),
+                  (self.max_turns is None or self.max_turns >= 1, f"--max-turns must be >= 1, got {self.max_turns}"),
+                  (self.max_tokens >= 1, f"--max-tokens must be >= 1, got {self.max_tokens}"),
+                  (self.temperature is None or self.temperature >= 0, "--temperature must be >= 0"),
+                  (bool(self.entries), "nothing to evaluate: the suite has no envs")]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+
+    @property
+    def sampling_temperature(self) -> float:
+        if self.temperature is not None:
+            return self.temperature
+        return 0.0 if self.samples == 1 else 1.0
+
+    @property
+    def seeds(self) -> list[int]:
+        return [self.seed + i for i in range(self.episodes)]
+
+    def identity(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["entries"] = [asdict(e) for e in self.entries]
+        d["temperature"] = self.sampling_temperature
+        return {k: d[k] for k in _IDENTITY_FIELDS}
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """One finished episode as stored: which env entry (label), and the trajectory."""
+
+    env: str
+    trajectory: Trajectory
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return self.env, self.trajectory.seed, self.trajectory.sample_index
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"env": self.env, "seed": self.trajectory.seed, "sample": self.trajectory.sample_index,
+                "trajectory": self.trajectory.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EvalRecord:
+        return cls(d["env"], Trajectory.from_dict(d["trajectory"]))
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    """What `run_eval` returns: the config, every record (stored order), and timings."""
+
+    config: EvalConfig
+    records: tuple[EvalRecord, ...]
+    started: float
+    finished: float
+    ran_now: int                             # episodes computed by this call (the rest were resumed)
+    paths: dict[str, str] = field(default_factory=dict)
+
+
+class SplitOptions(gym.Wrapper):
+    """Adds `split` to every `reset`'s options, so the env draws held-out tasks."""
+
+    def __init__(self, env: gym.Env, split: str):
+        super().__init__(env)
+        self.split = split
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        return self.env.reset(seed=seed, options={"split": self.split, **(options or {})})
+
+    @property
+    def instructions(self) -> str:
+        return self.env.unwrapped.instructions
+
+    @property
+    def tools(self) -> list:
+        return self.env.unwrapped.tools
+
+    def oracle_action(self) -> str | None:
+        return self.env.unwrapped.oracle_action()
+
+    def render(self):
+        return self.env.render()
+
+
+def env_factory(entry: SuiteEntry, split: str, max_turns: int | None) -> Callable[[], gym.Env]:
+    def factory() -> gym.Env:
+        return SplitOptions(make(entry.env_id, max_turns=max_turns, **entry.kwargs), split)
+
+    return factory
+
+
+# ---------------------------------------------------------------------------------------------- resume log
+def load_records(path: Path) -> list[EvalRecord]:
+    """Records of a resume log; a line cut short by a kill is dropped (and cut from the file)."""
+    if not path.exists():
+        return []
+    records, good_lines, dropped = [], [], 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            records.append(EvalRecord.from_dict(json.loads(line)))
+            good_lines.append(line)
+        except (ValueError, KeyError, TypeError):
+            dropped += 1
+    if dropped:  # rewrite so appends start on a clean line
+        path.write_text("".join(f"{line}\n" for line in good_lines), encoding="utf-8")
+    return records
+
+
+class RecordLog:
+    """Appends records to the resume log, one flushed JSON line each; safe across rollout threads."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._lock = threading.Lock()
+        self._file = path.open("a", encoding="utf-8")
+
+    def append(self, record: EvalRecord) -> None:
+        line = json.dumps(record.to_dict(), ensure_ascii=False, default=str)
+        with self._lock:
+            self._file.write(line + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def prepare_out_dir(config: EvalConfig) -> list[EvalRecord]:
+    """Create OUT, check a resumed run is the same eval, and return the records already there."""
+    out = Path(config.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    config_path, log_path = out / CONFIG_FILE, out / TRAJECTORIES_FILE
+    if config.resume and config_path.exists():
+        old = json.loads(config_path.read_text(encoding="utf-8")).get("identity", {})
+        new = json.loads(json.dumps(config.identity()))  # normalise tuples to lists
+        diff = [k for k in _IDENTITY_FIELDS if old.get(k) != new.get(k)]
+        if diff:
+            raise ConfigError(f"{out} holds results of a different eval ({', '.join(diff)} differ); "
+                              "pass another --out, or --no-resume to overwrite it")
+        records = load_records(log_path)
+    else:
+        records = []
+        log_path.write_text("", encoding="utf-8")
+    config_path.write_text(json.dumps({"identity": config.identity(), "episodes": config.episodes,
+                                       "workers": config.workers}, indent=2), encoding="utf-8")
+    wanted = {(e.name, s, i) for e in config.entries for s in config.seeds for i in range(config.samples)}
+    return [r for r in records if r.key in wanted]
+
+
+def missing_work(config: EvalConfig, done: set[tuple[str, int, int]]
+                 ) -> list[tuple[SuiteEntry, list[int], list[int]]]:
+    """(entry, seeds, sample indices) batches still to run: whole groups first, then partial ones."""
+    work = []
+    for entry in config.entries:
+        full, partial = [], []
+        for seed in config.seeds:
+            todo = [i for i in range(config.samples) if (entry.name, seed, i) not in done]
+            if len(todo) == config.samples:
+                full.append(seed)
+            elif todo:
+                partial.append((seed, todo))
+        if full:
+            work.append((entry, full, list(range(config.samples))))
+        work.extend((entry, [seed], todo) for seed, todo in partial)
+    return work
+
+
+def ordered(records: Sequence[EvalRecord], config: EvalConfig) -> tuple[EvalRecord, ...]:
+    """Records sorted as the config lists them: env, then seed, then sample."""
+    env_rank = {e.name: i for i, e in enumerate(config.entries)}
+    return tuple(sorted(records, key=lambda r: (env_rank[r.env], r.trajectory.seed, r.trajectory.sample_index)))
+
+
+# ---------------------------------------------------------------------------------------------- running
+def load_eval_policy(spec: str) -> tuple[Any, Any]:
+    """(policy, chat format) for a policy spec; non-model policies get the built-in simple chat format."""
+    from agentgym.chat import ChatFormat
+    from agentgym.policies import load_policy
+
+    policy = load_policy(spec)
+    chat = policy.chat_format() if hasattr(policy, "chat_format") else ChatFormat.simple()
+    return policy, chat
+
+
+def _progress(total: int, initial: int, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, unit="ep", desc="eval", disable=not enabled, mininterval=0.5,
+                dynamic_ncols=True)
+
+
+def run_eval(config: EvalConfig, policy: Any = None, chat: Any = None, progress: bool = True,
+             write_reports: bool = True) -> EvalRun:
+    """Run what OUT does not hold yet, then write results.json, report.md and report.html.
+
+    `policy`/`chat` may be passed in (tests, the trainer's in-memory model); otherwise the spec is loaded.
+    """
+    from agentgym.rollout import RolloutConfig, rollout
+    from agentgym.policies import SamplingParams
+
+    started = time.time()
+    records = prepare_out_dir(config)
+    work = missing_work(config, {r.key for r in records})
+    total = len(config.entries) * config.episodes * config.samples
+    new_records: list[EvalRecord] = []
+    if work:
+        if policy is None:
+            policy, chat = load_eval_policy(config.policy)
+        elif chat is None:
+            from agentgym.chat import ChatFormat
+
+            chat = policy.chat_format() if hasattr(policy, "chat_format") else ChatFormat.simple()
+        sampling = SamplingParams(temperature=config.sampling_temperature, max_tokens=config.max_tokens)
+        log = RecordLog(Path(config.out_dir) / TRAJECTORIES_FILE)
+        bar = _progress(total, len(records), progress)
+        try:
+            for entry, seeds, samples in work:
+                _run_batch(entry, seeds, samples, config, policy, chat, sampling, log, bar, new_records,
+                           rollout, RolloutConfig)
+        finally:
+            bar.close()
+            log.close()
+    run = EvalRun(config, ordered([*records, *new_records], config), started, time.time(), len(new_records))
+    if write_reports:
+        from agentgym.eval.reports import write_all
+
+        run = replace(run, paths=write_all(run))
+    return run
+
+
+def _run_batch(entry, seeds, samples, config, policy, chat, sampling, log, bar, sink, rollout, rollout_config_cls):
+    """One rollout call: `seeds` × len(samples); sample i of the call is stored as samples[i]."""
+    lock = threading.Lock()
+    seen: set[tuple[int, int]] = set()
+
+    def on_trajectory(traj: Trajectory) -> None:
+        with lock:
+            if (traj.seed, traj.sample_index) in seen:
+                return
+            seen.add((traj.seed, traj.sample_index))
+        record = EvalRecord(entry.name, replace(traj, sample_index=samples[traj.sample_index]))
+        log.append(record)
+        with lock:
+            sink.append(record)
+            bar.update(1)
+
+    rcfg = rollout_config_cls(max_turns=config.max_turns, sampling=sampling, executor="thread",
+                              env_workers=config.workers)
+    returned = rollout(env_factory(entry, config.split, config.max_turns), policy, chat, seeds,
+                       group_size=len(samples), config=rcfg,
+                       start_group_id=config.entries.index(entry) * config.episodes + (seeds[0] - config.seed),
+                       on_trajectory=on_trajectory)
+    for traj in returned or ():  # an engine that did not call back still loses nothing
+        on_trajectory(traj)
