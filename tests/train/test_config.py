@@ -1,0 +1,58 @@
+"""Config tree: YAML + dotted overrides, validation with messages that say how to fix."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentgym.errors import ConfigError
+from agentgym.train.config import PRESET_DIR, TrainConfig, config_from_dict, load_config
+
+
+def test_defaults_are_valid_and_overrides_apply():
+    cfg = config_from_dict({}, ["algorithm.gamma=0.9", "rollout.group_size=4", "model.lora.enabled=true",
+                                "algorithm.turn_cap_schedule=[[0, 2], [5, 4]]", "algorithm.dual_clip=3"])
+    assert isinstance(cfg, TrainConfig)
+    assert cfg.algorithm.gamma == 0.9 and cfg.rollout.group_size == 4 and cfg.model.lora.enabled
+    assert cfg.algorithm.turn_cap_schedule == ((0, 2), (5, 4)) and cfg.algorithm.dual_clip == 3.0
+
+
+def test_yaml_file(tmp_path: Path):
+    p = tmp_path / "c.yaml"
+    p.write_text("rollout:\n  env: agentgym/Toy-KeyDoor-v0\n  groups: 2\ntrain:\n  iterations: 3\n")
+    cfg = load_config(p, ["train.iterations=5"])
+    assert cfg.rollout.groups == 2 and cfg.train.iterations == 5
+
+
+@pytest.mark.parametrize("overrides,match", [
+    (["algorithm.gama=0.9"], "Did you mean 'algorithm.gamma'"),
+    (["algoritm.gamma=0.9"], "Did you mean 'algorithm'"),
+    (["algorithm.estimator=gigp"], "Did you mean 'gigpo'"),
+    (["algorithm.estimator=turn_gae"], "model.critic=shared"),
+    (["rollout.group_size=1"], "group_size >= 2"),
+    (["algorithm.gamma=1.5"], r"gamma must be in \[0, 1\]"),
+    (["train.iterations=many"], "must be an integer"),
+    (["algorithm.dual_clip=0.5"], "dual_clip must be > 1"),
+    (["model.policy=vllm:Qwen/Qwen2.5-1.5B-Instruct"], "model.device=cuda"),
+    (["gamma"], "section.key=value"),
+])
+def test_invalid_configs_say_how_to_fix(overrides, match):
+    with pytest.raises(ConfigError, match=match):
+        config_from_dict({}, overrides)
+
+
+def test_missing_file_suggests_presets():
+    with pytest.raises(ConfigError, match="Presets"):
+        load_config("no_such_config.yaml")
+
+
+@pytest.mark.parametrize("preset", sorted(p.name for p in PRESET_DIR.glob("*.yaml")))
+def test_presets_load(preset):
+    cfg = load_config(PRESET_DIR / preset)
+    assert cfg.train.iterations >= 1
+
+
+def test_presets_resolve_by_name():
+    names = [p.stem for p in PRESET_DIR.glob("*.yaml")]
+    assert {"quickstart_cpu", "toy_learning", "household_gpu_vllm", "search_gpu_vllm"} <= set(names)
+    assert load_config("toy_learning").rollout.env.startswith("agentgym/")

@@ -1,0 +1,375 @@
+"""The training config: one dataclass tree, loadable from YAML, with dotted CLI overrides.
+
+    cfg = load_config("train/configs/toy_learning.yaml", ["algorithm.gamma=0.9", "train.iterations=5"])
+
+Every section validates itself at construction and `TrainConfig` checks the combinations; every
+error is a `ConfigError` whose message says how to fix it (unknown keys get "did you mean").
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from agentgym.errors import ConfigError
+
+ESTIMATORS = ("gigpo", "grpo", "rloo", "reinforce_pp", "turn_gae", "bi_level_gae")
+CRITIC_ESTIMATORS = ("turn_gae", "bi_level_gae")
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+@dataclass(frozen=True)
+class LoraSection:
+    enabled: bool = False
+    """Train LoRA adapters (peft) instead of all weights."""
+    r: int = 16
+    """Adapter rank."""
+    alpha: int = 32
+    """LoRA scaling numerator (scale = alpha / r)."""
+    dropout: float = 0.0
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    """Module names that get adapters."""
+
+    def __post_init__(self) -> None:
+        _check(self.r >= 1, f"model.lora.r must be >= 1, got {self.r}")
+
+
+@dataclass(frozen=True)
+class ModelSection:
+    policy: str = "hf:smollm2-135m-instruct"
+    """Policy spec for `agentgym.policies.load_policy` (hf:MODEL, checkpoint:DIR, vllm:MODEL)."""
+    init_from_config: dict[str, Any] = field(default_factory=dict)
+    """If set, build a randomly initialised model from this HF config dict (e.g. {model_type: qwen2,
+    hidden_size: 896, ...}) with the tokenizer of `policy`, instead of loading `policy`'s weights."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    device: str = "cpu"
+    """Device of the trained model: cpu, cuda, cuda:0."""
+    gradient_checkpointing: bool = False
+    critic: Literal["none", "shared", "separate"] = "none"
+    """Value model for the GAE estimators: a value head on the policy's backbone, or a separate model."""
+    critic_model: str = ""
+    """For critic=separate: a local HF model dir (default: a copy of the policy's weights)."""
+    lora: LoraSection = field(default_factory=LoraSection)
+
+
+@dataclass(frozen=True)
+class RolloutSection:
+    env: str = "agentgym/Toy-KeyDoor-v0"
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    group_size: int = 8
+    """G: rollouts per task (same seed)."""
+    groups: int = 16
+    """Tasks per iteration (each a fresh training seed)."""
+    max_turns: int | None = None
+    """Turn limit (None: the env's registered limit); see algorithm.turn_cap_schedule."""
+    layout: Literal["trajectory", "step"] = "step"
+    history_turns: int = 2
+    """Step layout: past turns kept in each turn's prompt."""
+    max_context_tokens: int = 4096
+    max_observation_tokens: int = 512
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    executor: Literal["serial", "thread", "process", "ray"] = "thread"
+    env_workers: int = 8
+    seed_start: int = 0
+    """Training seeds are seed_start, seed_start+1, ... (one per group, never reused)."""
+
+    def __post_init__(self) -> None:
+        _check(self.group_size >= 1, f"rollout.group_size must be >= 1, got {self.group_size}")
+        _check(self.groups >= 1, f"rollout.groups must be >= 1, got {self.groups}")
+        _check(self.max_turns is None or self.max_turns >= 1, "rollout.max_turns must be >= 1 or null")
+        _check(self.temperature > 0, "rollout.temperature must be > 0 for on-policy training "
+                                     f"(got {self.temperature}); use eval.temperature for greedy eval")
+        _check(self.max_new_tokens >= 1, "rollout.max_new_tokens must be >= 1")
+
+
+@dataclass(frozen=True)
+class AlgorithmSection:
+    estimator: Literal["gigpo", "grpo", "rloo", "reinforce_pp", "turn_gae", "bi_level_gae"] = "gigpo"
+    gamma: float = 0.95
+    """Turn discount (GiGPO step returns, REINFORCE++, GAE turn clock)."""
+    lam: float = 0.95
+    """GAE λ across turns."""
+    lam_token: float = 1.0
+    """Bi-level GAE λ inside a turn."""
+    step_weight: float = 1.0
+    """GiGPO w in A = A_episode + w·A_step."""
+    norm: Literal["mean_std", "mean"] = "mean_std"
+    episode_stats: Literal["trajectory", "turn"] = "trajectory"
+    eps: float = 1e-6
+    invalid_penalty: float = 0.0
+    similarity: float | None = None
+    """GiGPO: merge anchors whose texts are at least this similar (0-1); null = exact anchors."""
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    dual_clip: float | None = None
+    ratio_level: Literal["token", "sequence", "turn"] = "token"
+    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] = \
+        "token-mean"
+    kl_coef: float = 0.0
+    kl_estimator: Literal["k1", "k3"] = "k3"
+    entropy_coef: float = 0.0
+    value_coef: float = 0.5
+    value_clip: float | None = 0.2
+    dynamic_sampling: bool = False
+    """Drop groups whose returns are all equal and roll out fresh tasks to refill the batch."""
+    max_refill_rounds: int = 3
+    turn_cap_schedule: tuple[tuple[int, int], ...] = ()
+    """[[iteration, max_turns], ...]: from each iteration on, cap episodes at that many turns."""
+
+    def __post_init__(self) -> None:
+        _check(0.0 <= self.gamma <= 1.0, f"algorithm.gamma must be in [0, 1], got {self.gamma}")
+        _check(0.0 <= self.lam <= 1.0 and 0.0 <= self.lam_token <= 1.0, "algorithm.lam/lam_token must be in [0, 1]")
+        _check(self.clip_low > 0 and self.clip_high > 0, "algorithm.clip_low/clip_high must be > 0")
+        _check(self.dual_clip is None or self.dual_clip > 1.0,
+               f"algorithm.dual_clip must be > 1 (e.g. 3.0) or null, got {self.dual_clip}")
+        _check(self.similarity is None or 0 < self.similarity <= 1,
+               f"algorithm.similarity must be in (0, 1] or null, got {self.similarity}")
+        its = [int(it) for it, _ in self.turn_cap_schedule]
+        _check(its == sorted(its) and all(int(c) >= 1 for _, c in self.turn_cap_schedule),
+               "algorithm.turn_cap_schedule must be [[iteration, max_turns], ...] sorted by iteration, caps >= 1")
+
+
+@dataclass(frozen=True)
+class OptimSection:
+    lr: float = 1e-6
+    critic_lr: float = 1e-5
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    max_grad_norm: float = 1.0
+    warmup_steps: int = 0
+
+    def __post_init__(self) -> None:
+        _check(self.lr > 0, f"optim.lr must be > 0, got {self.lr}")
+
+
+@dataclass(frozen=True)
+class TrainSection:
+    iterations: int = 100
+    ppo_epochs: int = 1
+    mini_batches: int = 1
+    """Optimizer steps per PPO epoch (the batch is split into this many mini-batches)."""
+    micro_batch_size: int = 8
+    """Samples per forward/backward; gradients accumulate over a mini-batch."""
+    seed: int = 0
+    run_dir: str = "runs/agentgym"
+    verify_tokens: bool = True
+    """Check rollout token ids against the chat template before training (fails loudly on a mismatch)."""
+
+    def __post_init__(self) -> None:
+        _check(self.iterations >= 1, f"train.iterations must be >= 1, got {self.iterations}")
+        _check(self.ppo_epochs >= 1 and self.mini_batches >= 1 and self.micro_batch_size >= 1,
+               "train.ppo_epochs, train.mini_batches and train.micro_batch_size must be >= 1")
+
+
+@dataclass(frozen=True)
+class EvalSection:
+    every: int = 0
+    """Evaluate every N iterations (0: never)."""
+    seeds: int = 32
+    seed_start: int = 1_000_000
+    """Held-out seeds: seed_start ... seed_start + seeds - 1 (far from training seeds)."""
+    temperature: float = 0.0
+    split: str = "test"
+
+
+@dataclass(frozen=True)
+class LoggingSection:
+    tensorboard: bool = False
+    wandb: bool = False
+    wandb_project: str = "agentgym"
+    progress: bool = True
+    """A tqdm progress bar with ETA when stderr is a terminal."""
+
+
+@dataclass(frozen=True)
+class CheckpointSection:
+    every: int = 0
+    """Checkpoint every N iterations (0: only at the end)."""
+    keep: int = 2
+    resume: str = ""
+    """"auto": resume from run_dir's latest checkpoint if any; a path: from that checkpoint."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    model: ModelSection = field(default_factory=ModelSection)
+    rollout: RolloutSection = field(default_factory=RolloutSection)
+    algorithm: AlgorithmSection = field(default_factory=AlgorithmSection)
+    optim: OptimSection = field(default_factory=OptimSection)
+    train: TrainSection = field(default_factory=TrainSection)
+    eval: EvalSection = field(default_factory=EvalSection)
+    logging: LoggingSection = field(default_factory=LoggingSection)
+    checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
+
+    def __post_init__(self) -> None:
+        a, m, r = self.algorithm, self.model, self.rollout
+        if a.estimator in CRITIC_ESTIMATORS:
+            _check(m.critic != "none", f"algorithm.estimator={a.estimator} needs a critic: set model.critic=shared "
+                                       "(value head on the policy) or model.critic=separate")
+        elif a.estimator in ("gigpo", "grpo", "rloo"):
+            _check(r.group_size >= 2, f"algorithm.estimator={a.estimator} compares rollouts of one task: set "
+                                      f"rollout.group_size >= 2 (got {r.group_size})")
+        _check(not (a.dynamic_sampling and r.group_size < 2),
+               "algorithm.dynamic_sampling drops groups without reward variance: it needs rollout.group_size >= 2")
+        _check(not (m.lora.enabled and m.critic == "separate" and m.critic_model == ""),
+               "model.critic=separate with LoRA needs model.critic_model (a local HF model dir)")
+        _check(not (m.policy.startswith("vllm:") and not m.device.startswith("cuda")),
+               "model.policy=vllm:... runs on a GPU: set model.device=cuda")
+        _check(self.eval.every >= 0 and self.checkpoint.every >= 0, "eval.every and checkpoint.every must be >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# --------------------------------------------------------------------------------------- loading
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Check/convert a YAML value to the annotated type; raise ConfigError saying what was expected."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where} must be a mapping of {tp.__name__} fields, got {value!r}")
+        return _build(tp, value, where)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(value, arg, where)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if errors else f"{where}: bad value {value!r}")
+    if origin is Literal:
+        if value not in args:
+            close = difflib.get_close_matches(str(value), [str(a) for a in args], n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"{where} must be one of {', '.join(map(str, args))}; got {value!r}.{hint}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where} must be a list, got {value!r}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise ConfigError(f"{where} must be a list of {len(args)} values, got {value!r}")
+        return tuple(_coerce(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    if origin is dict or tp is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where} must be a mapping, got {value!r}")
+        return dict(value)
+    if tp is Any:
+        return value
+    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if tp is bool and not isinstance(value, bool):
+        raise ConfigError(f"{where} must be true or false, got {value!r}")
+    if tp is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ConfigError(f"{where} must be an integer, got {value!r}")
+    if tp is str and not isinstance(value, str):
+        return str(value)
+    if isinstance(tp, type) and not isinstance(value, tp):
+        raise ConfigError(f"{where} must be {tp.__name__}, got {value!r}")
+    return value
+
+
+def _build(cls: type, data: dict[str, Any], where: str = "") -> Any:
+    hints = _hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        path = f"{where}.{key}" if where else key
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f" Did you mean {(where + '.' if where else '') + close[0]!r}?" if close else ""
+            raise ConfigError(f"unknown config key {path!r}.{hint} Known keys: {', '.join(names)}")
+        kwargs[key] = _coerce(value, hints[key], path)
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where or 'config'}: {exc}") from exc
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = data
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {dotted!r}: {k!r} is not a section")
+    node[keys[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """'algorithm.gamma=0.9' -> ('algorithm.gamma', 0.9); the value is parsed as YAML."""
+    import yaml
+
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} must look like section.key=value (e.g. algorithm.gamma=0.9)")
+    key, raw = text.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def config_from_dict(data: dict[str, Any], overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """Build and validate a config from a nested dict plus dotted `key=value` overrides."""
+    data = _deep_copy(data or {})
+    for text in overrides:
+        _set_dotted(data, *parse_override(text))
+    return _build(TrainConfig, data)
+
+
+def _deep_copy(d: Any) -> Any:
+    return {k: _deep_copy(v) for k, v in d.items()} if isinstance(d, dict) else d
+
+
+def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
+    """Load a YAML file (or a preset name from train/configs/) and apply overrides."""
+    import yaml
+
+    data: dict[str, Any] = {}
+    if path:
+        p = resolve_preset(path)
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{p}: not valid YAML ({exc})") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"{p}: the top level must be a mapping of sections (model:, rollout:, ...)")
+    return config_from_dict(data, overrides)
+
+
+PRESET_DIR = Path(__file__).parent / "configs"
+
+
+def resolve_preset(path: str | Path) -> Path:
+    """A YAML path, or the name of a preset in train/configs/ (with or without .yaml)."""
+    p = Path(path)
+    if p.exists():
+        return p
+    for candidate in (PRESET_DIR / p.name, PRESET_DIR / f"{p.name}.yaml"):
+        if candidate.exists():
+            return candidate
+    presets = sorted(q.stem for q in PRESET_DIR.glob("*.yaml"))
+    close = difflib.get_close_matches(p.stem, presets, n=1)
+    hint = f" Did you mean preset {close[0]!r}?" if close else ""
+    raise ConfigError(f"config file {str(path)!r} not found.{hint} Presets: {', '.join(presets)}")
