@@ -1,0 +1,250 @@
+"""`agentgym list | info ENV | check ENV...|--all | play ENV`: look at, check and play envs from a terminal."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+from agentgym.errors import ConfigError, MissingDependencyError
+
+PLAY_HELP = """Type an action and press Enter (one line per turn; a tool call is one line of JSON in tags).
+Commands:  :help  this text    :reset [SEED]  new episode    :oracle  show a good action (if known)
+           :tools  tool schemas    :quit  leave (end of input leaves too)"""
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("list", help="list registered env ids (and suites)")
+    p.add_argument("prefix", nargs="?", default="", help="only ids that start with this, e.g. agentgym/Toy")
+    p.add_argument("--suite", help="only the envs of this suite")
+    p.add_argument("--suites", action="store_true", help="list the suites instead of the envs")
+    p.set_defaults(func=cmd_list)
+
+    p = subparsers.add_parser("info", help="show an env's spec, instructions and tool schemas")
+    p.add_argument("env", help="env id, e.g. agentgym/Toy-KeyDoor-v0")
+    p.set_defaults(func=cmd_info)
+
+    p = subparsers.add_parser("check", help="check envs against the text-env contract")
+    p.add_argument("envs", nargs="*", metavar="ENV", help="env ids to check")
+    p.add_argument("--all", action="store_true", help="check every registered env")
+    p.add_argument("--seeds", default="0,1", help="comma-separated reset seeds (default: 0,1)")
+    p.add_argument("--max-steps", type=int, default=12, help="steps per checked episode (default: 12)")
+    p.set_defaults(func=cmd_check)
+
+    p = subparsers.add_parser("play", help="play an env yourself in the terminal")
+    p.add_argument("env", help="env id, e.g. agentgym/Toy-KeyDoor-v0")
+    p.add_argument("--seed", type=int, default=0, help="task seed (default: 0)")
+    p.add_argument("--max-turns", type=int, default=None, help="override the registered turn limit")
+    p.set_defaults(func=cmd_play)
+
+
+# ----------------------------------------------------------------------------------------------- list / info
+
+def _suites_of(env_id: str) -> list[str]:
+    from agentgym.registration import list_suites, suite
+
+    return [name for name in list_suites() if any(e.env_id == env_id for e in suite(name))]
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from agentgym.registration import list_envs, list_suites, spec, suite
+
+    if args.suites:
+        for name in list_suites():
+            print(f"{name:<20} {len(suite(name))} envs")
+        return 0
+    ids = [e.env_id for e in suite(args.suite)] if args.suite else list_envs(args.prefix)
+    width = max((len(i) for i in ids), default=0)
+    for env_id in ids:
+        turns = spec(env_id).max_episode_steps
+        print(f"{env_id:<{width}}  max_turns={turns if turns else '-'}")
+    if not ids:
+        print(f"no env ids start with {args.prefix!r}; run `agentgym list` to see them all", file=sys.stderr)
+    return 0
+
+
+def _format_kwargs(kwargs: dict[str, Any]) -> str:
+    return json.dumps(kwargs, default=repr) if kwargs else "{}"
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from agentgym.registration import make, spec
+
+    env_spec = spec(args.env)
+    entry = env_spec.entry_point
+    print(f"id:           {env_spec.id}")
+    print(f"entry point:  {entry if isinstance(entry, str) else getattr(entry, '__qualname__', repr(entry))}")
+    print(f"max_turns:    {env_spec.max_episode_steps or '-'}")
+    print(f"kwargs:       {_format_kwargs(env_spec.kwargs)}")
+    print(f"suites:       {', '.join(_suites_of(env_spec.id)) or '-'}")
+    try:
+        env = make(args.env)
+    except MissingDependencyError as exc:
+        print(f"(cannot make it here: {exc})")
+        return 0
+    try:
+        base = env.unwrapped
+        print(f"class:        {type(base).__module__}.{type(base).__qualname__}")
+        print("\ninstructions:\n" + (_indent(getattr(base, "instructions", "")) or "  -"))
+        tools = list(getattr(base, "tools", []))
+        print(f"\ntools ({len(tools)}):" + ("" if tools else " none"))
+        for tool_ in tools:
+            print(_indent(json.dumps(tool_.schema, indent=2, default=repr)))
+    finally:
+        env.close()
+    return 0
+
+
+def _indent(text: str, prefix: str = "  ") -> str:
+    return "\n".join(prefix + line for line in text.splitlines())
+
+
+# ----------------------------------------------------------------------------------------------- check
+
+def _parse_seeds(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise ConfigError(f"--seeds must be comma-separated integers like 0,1,2, got {text!r}") from None
+    if not seeds:
+        raise ConfigError("--seeds needs at least one seed, e.g. --seeds 0,1")
+    return seeds
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from agentgym.checker import check_all
+    from agentgym.registration import list_envs, spec
+
+    if not args.envs and not args.all:
+        raise ConfigError("name the envs to check (agentgym check agentgym/Toy-KeyDoor-v0) or pass --all")
+    if args.max_steps < 1:
+        raise ConfigError(f"--max-steps must be >= 1, got {args.max_steps}")
+    seeds = _parse_seeds(args.seeds)
+    for env_id in args.envs:
+        spec(env_id)  # a misspelt id fails here with "did you mean", before any checking
+    ids = list_envs() if args.all else args.envs
+    counts = {"ok": 0, "failed": 0, "skipped": 0}
+    for env_id in ids:
+        outcome = check_all([env_id], seeds=seeds, max_steps=args.max_steps)[0]
+        counts[outcome.status] += 1
+        label = {"ok": "ok     ", "failed": "FAILED ", "skipped": "skipped"}[outcome.status]
+        print(f"{label} {env_id}  {outcome.message}", flush=True)
+    print(f"\n{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped")
+    return 1 if counts["failed"] else 0
+
+
+# ----------------------------------------------------------------------------------------------- play
+
+class _Player:
+    """The interactive loop of `agentgym play`, on any input/output streams (tests pipe them)."""
+
+    def __init__(self, env: Any, seed: int, out: TextIO):
+        self.env, self.seed, self.out = env, seed, out
+        self.done = False
+        self.episode_return = 0.0
+        self.turn = 0
+
+    def say(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    def reset(self, seed: int | None = None) -> None:
+        if seed is not None:
+            self.seed = seed
+        obs, info = self.env.reset(seed=self.seed)
+        self.done, self.episode_return, self.turn = False, 0.0, 0
+        self.say(f"\n=== episode (seed {self.seed}) {info.get('task_id', '')}".rstrip())
+        self.show(obs, info)
+
+    def show(self, obs: str, info: dict[str, Any]) -> None:
+        self.say(f"\n{obs}")
+        admissible = info.get("admissible_actions")
+        if admissible:
+            self.say(f"[admissible: {' | '.join(admissible)}]")
+
+    def step(self, action: str) -> None:
+        if self.done:
+            self.say("The episode is over: type :reset for a new one or :quit.")
+            return
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.turn += 1
+        self.episode_return += float(reward)
+        self.show(obs, info)
+        parts = [f"reward={float(reward):g}", f"success={info.get('success')}",
+                 f"valid={info.get('valid_action')}", f"turn={self.turn}"]
+        if info.get("reward_components"):
+            parts.append(f"components={json.dumps(info['reward_components'])}")
+        self.say("[" + "  ".join(parts) + "]")
+        if terminated or truncated:
+            self.done = True
+            why = "terminated" if terminated else "truncated (turn limit)"
+            self.say(f"=== episode {why}: return={self.episode_return:g} success={info.get('success')}. "
+                     "Type :reset for a new episode or :quit.")
+
+    def command(self, line: str) -> bool:
+        """Handle a `:command`; False means quit."""
+        name, _, rest = line[1:].strip().partition(" ")
+        if name in ("quit", "q", "exit"):
+            return False
+        if name == "help":
+            self.say(PLAY_HELP)
+        elif name == "reset":
+            if rest.strip() and not rest.strip().lstrip("-").isdigit():
+                self.say(f"usage: :reset [SEED] (SEED an integer, got {rest.strip()!r})")
+            else:
+                self.reset(int(rest) if rest.strip() else None)
+        elif name == "oracle":
+            hint = self.env.unwrapped.oracle_action() if hasattr(self.env.unwrapped, "oracle_action") else None
+            self.say(f"oracle: {hint}" if hint is not None else "this env has no oracle action here")
+        elif name == "tools":
+            tools = list(getattr(self.env.unwrapped, "tools", []))
+            self.say("\n".join(json.dumps(t.schema) for t in tools) or "this env has no tools")
+        else:
+            self.say(f"unknown command {line.strip()!r}; type :help")
+        return True
+
+
+def play(env: Any, seed: int = 0, stdin: TextIO | None = None, out: TextIO | None = None) -> int:
+    """Play `env` with actions read line by line from `stdin`; returns an exit code."""
+    stdin, out = stdin or sys.stdin, out or sys.stdout
+    player = _Player(env, seed, out)
+    instructions = getattr(env.unwrapped, "instructions", "")
+    player.say(f"{instructions}\n\n(:help for commands, :quit to leave)" if instructions else PLAY_HELP)
+    player.reset()
+    while True:
+        print("> ", end="", file=out, flush=True)
+        line = stdin.readline()
+        if not line:  # end of input
+            player.say("\nbye")
+            return 0
+        line = line.rstrip("\r\n")
+        if not _isatty(stdin):  # piped input: echo it, so the transcript reads like a session
+            print(line, file=out, flush=True)
+        if line.startswith(":") and not line.startswith("::"):
+            if not player.command(line):
+                player.say("bye")
+                return 0
+        else:
+            player.step(line[1:] if line.startswith("::") else line)
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    from agentgym.registration import make
+
+    if args.max_turns is not None and args.max_turns < 1:
+        raise ConfigError(f"--max-turns must be >= 1, got {args.max_turns}")
+    env = make(args.env, max_turns=args.max_turns)
+    try:
+        return play(env, seed=args.seed)
+    except KeyboardInterrupt:
+        print("\nbye")
+        return 0
+    finally:
+        env.close()
+
