@@ -1,0 +1,18 @@
+"""Search envs: multi-hop tool-calling QA over a corpus with a real retriever (BM25 or dense).
+
+agentgym/Search-v0 mixes 1- to 4-hop questions over a generated fictional world; Search-<h>Hop-v0 fix
+the hop count. `SearchEnv(corpus_path=..., qa_path=...)` runs on real JSONL corpora (Wikipedia + NQ/HotpotQA).
+"""
+from agentgym.registration import SuiteEntry, register, register_suite
+
+ENTRY = "agentgym.envs.search.env:SearchEnv"
+MAX_TURNS = {1: 4, 2: 6, 3: 8, 4: 10}
+
+
+def register_envs() -> None:
+    register("agentgym/Search-v0", ENTRY, max_turns=10)
+    for hops, turns in MAX_TURNS.items():
+        env_id = f"agentgym/Search-{hops}Hop-v0"
+        register(env_id, ENTRY, max_turns=turns, kwargs={"hops": hops})
+    register_suite("search", [SuiteEntry(f"agentgym/Search-{h}Hop-v0", label=f"search-{h}hop") for h in MAX_TURNS],
+                   extend=True)

@@ -1,0 +1,146 @@
+"""Documents, hits and corpora; the JSONL loader for real corpora.
+
+A corpus file is JSON lines, one document per line, in the common layouts:
+    {"id": "12", "title": "Paris", "text": "Paris is the capital ..."}           (DPR / BEIR style)
+    {"id": "12", "contents": "\"Paris\"\nParis is the capital ..."}             (Search-R1 / Pyserini style)
+`id` may also be `_id` or `docid`; a missing id becomes the line number. A `contents` field whose first
+line is a (quoted) title is split into title and text, as Search-R1's wiki-18 dump is written.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterable
+
+from agentgym.errors import AgentGymError, ConfigError
+
+
+class RetrievalError(AgentGymError):
+    """The retriever or the retrieval server failed, or was asked something it cannot do."""
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved passage with its retriever score (higher is better)."""
+
+    doc_id: str
+    title: str
+    text: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"doc_id": self.doc_id, "title": self.title, "text": self.text, "score": self.score}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Hit:
+        return cls(str(d["doc_id"]), str(d["title"]), str(d["text"]), float(d["score"]))
+
+
+class Corpus:
+    """An ordered list of documents with an id index and a content fingerprint (the cache key)."""
+
+    def __init__(self, documents: Iterable[Document], name: str = "corpus"):
+        self.documents = list(documents)
+        self.name = name
+        if not self.documents:
+            raise ConfigError(f"corpus {name!r} has no documents")
+        self.index_of = {d.id: i for i, d in enumerate(self.documents)}
+        if len(self.index_of) != len(self.documents):
+            raise ConfigError(f"corpus {name!r} has duplicate document ids; ids must be unique")
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def __getitem__(self, doc_id: str) -> Document:
+        return self.documents[self.index_of[doc_id]]
+
+    @cached_property
+    def fingerprint(self) -> str:
+        h = hashlib.sha1()
+        for d in self.documents:
+            h.update(f"{d.id}\x00{d.title}\x00{d.text}\x01".encode())
+        return h.hexdigest()[:16]
+
+    def index_texts(self) -> list[str]:
+        """What the retrievers index: title, then text."""
+        return [f"{d.title}\n{d.text}" if d.title else d.text for d in self.documents]
+
+    def hit(self, position: int, score: float) -> Hit:
+        d = self.documents[position]
+        return Hit(d.id, d.title, d.text, float(score))
+
+
+def _split_contents(contents: str) -> tuple[str, str]:
+    first, _, rest = contents.partition("\n")
+    if rest and len(first) < 300:
+        return first.strip().strip('"'), rest.strip()
+    return "", contents.strip()
+
+
+def parse_document(obj: Any, line_no: int) -> Document:
+    if not isinstance(obj, dict):
+        raise ConfigError(f"line {line_no}: a document must be a JSON object with title/text or contents")
+    doc_id = obj.get("id", obj.get("_id", obj.get("docid", line_no)))
+    if "text" in obj or "title" in obj:
+        title, text = str(obj.get("title") or ""), str(obj.get("text") or "")
+    elif "contents" in obj:
+        title, text = _split_contents(str(obj["contents"]))
+    else:
+        raise ConfigError(f"line {line_no}: document has neither 'text' nor 'contents' (keys: {', '.join(obj)})")
+    return Document(str(doc_id), title, text)
+
+
+def read_jsonl(path: str | Path) -> Iterable[tuple[int, Any]]:
+    """(line number, parsed object) for each non-blank line; a bad line is a ConfigError naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"no such file: {path}")
+    with path.open(encoding="utf-8") as f:
+        for no, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    yield no, json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ConfigError(f"{path}:{no}: not valid JSON ({exc.msg})") from None
+
+
+def load_corpus(path: str | Path, limit: int | None = None) -> Corpus:
+    """A corpus from a JSONL file (see the module docstring for the accepted layouts)."""
+    docs = []
+    for no, obj in read_jsonl(path):
+        docs.append(parse_document(obj, no))
+        if limit is not None and len(docs) >= limit:
+            break
+    return Corpus(docs, name=Path(path).name)
+
+
+def generated_corpus(seed: int = 0, size: str | int = "small") -> Corpus:
+    """The documents of a generated search world (`agentgym.envs.search.world`)."""
+    from agentgym.envs.search.world import generate_world, render_corpus
+
+    return Corpus((Document(*row) for row in render_corpus(generate_world(seed, size))),
+                  name=f"generated:{seed}:{size}")
+
+
+def corpus_from_spec(spec: str) -> Corpus:
+    """`generated:SEED[:SIZE]` (SIZE a name like small or a number of documents) or a JSONL path."""
+    if spec.startswith("generated"):
+        parts = spec.split(":")
+        try:
+            seed = int(parts[1]) if len(parts) > 1 and parts[1] else 0
+            size: str | int = parts[2] if len(parts) > 2 else "small"
+            size = int(size) if str(size).isdigit() else size
+        except ValueError:
+            raise ConfigError(f"bad corpus spec {spec!r}; use generated:SEED[:SIZE], e.g. generated:0:small") from None
+        return generated_corpus(seed, size)
+    return load_corpus(spec)
