@@ -10,7 +10,7 @@ import html
 import json
 from typing import Any, Sequence
 
-from agentgym.eval.reports import TABLE_COLUMNS, render_comparison_markdown, table_rows
+from agentgym.eval.reports import TABLE_COLUMNS, comparison_rows, table_rows
 
 MAX_TEXT = 20_000  # characters of one observation/action shown; the JSON file keeps everything
 

@@ -28,7 +28,8 @@ def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tup
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # clamp to the estimate too: at 0/n and n/n rounding would leave the bound a hair off p
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
