@@ -1,0 +1,167 @@
+"""`HouseholdEnv`: an ALFWorld-style household as an agentgym text env.
+
+One room full of numbered receptacles and objects; six task types (pick & place, look at an object
+under the desk lamp, clean/heat/cool & place, pick two & place). Rewards: `outcome` (scale
+`success_reward`) when the goal holds; optionally `progress` for subgoals (found the object, holding
+it, heated it, ...) and `invalid` for inadmissible commands. Splits: `train`, `test_seen`,
+`test_unseen` (object/receptacle/room combinations never used in train).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from agentgym.core import TextEnv, make_info
+from agentgym.envs.household import catalog as cat
+from agentgym.envs.household import engine, oracle
+from agentgym.envs.household.world import World, generate, knobs_for
+from agentgym.errors import ConfigError
+from agentgym.tools import extract_tag
+
+MAX_ACTION_CHARS = 4000  # only the tail of a huge action is read
+
+
+class HouseholdEnv(TextEnv):
+    """ALFWorld-like household tasks. Reset options: `split`, `difficulty`, `task_type`, `task_id`."""
+
+    def __init__(self, split: str = "train", task_types: tuple[str, ...] | str | None = None,
+                 rooms: tuple[str, ...] | str | None = None, difficulty: str | None = None,
+                 receptacle_scale: float | None = None, distractors: int | None = None,
+                 success_reward: float = 1.0, progress_reward: float = 0.0, invalid_penalty: float = 0.0,
+                 anchor: str = "observation", list_actions: bool = False):
+        if split not in cat.SPLITS:
+            raise ConfigError(f"unknown split {split!r}; choose from {', '.join(cat.SPLITS)}")
+        if anchor not in ("observation", "state"):
+            raise ConfigError(f"anchor must be 'observation' or 'state', got {anchor!r}")
+        self.split = split
+        self._knob_args = dict(task_types=task_types, rooms=rooms, receptacle_scale=receptacle_scale,
+                               distractors=distractors)
+        self.difficulty = difficulty
+        self.knobs = knobs_for(difficulty, **self._knob_args)  # validates now, not at the first reset
+        self.success_reward, self.progress_reward = float(success_reward), float(progress_reward)
+        self.invalid_penalty = float(invalid_penalty)
+        self.anchor_mode, self.list_actions = anchor, list_actions
+        self.world: World | None = None
+        self._acts: dict[str, engine.Op] = {}
+        self._achieved: set[str] = set()
+        self._done = False
+
+    # ------------------------------------------------------------------ contract
+    @property
+    def instructions(self) -> str:
+        return ("You are an agent in a household. Explore the room and complete the task given to you. "
+                "Each turn, reply with exactly one command, for example inside <action></action> tags. "
+                f"Commands: {engine.COMMAND_HELP}. Refer to things by their numbered names, e.g. "
+                "\"take apple 1 from countertop 2\". You can carry one object at a time.")
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = dict(options or {})
+        split = options.get("split", self.split)
+        knobs = self.knobs
+        if any(k in options for k in ("difficulty", "task_type", "task_types", "rooms", "distractors",
+                                      "receptacle_scale")):
+            args = {**self._knob_args, **{k: options[k] for k in ("rooms", "distractors", "receptacle_scale")
+                                          if k in options}}
+            if "task_type" in options or "task_types" in options:
+                args["task_types"] = options.get("task_types", options.get("task_type"))
+            knobs = knobs_for(options.get("difficulty", self.difficulty), **args)
+        world_seed = int(self.np_random.integers(0, 2**31 - 1))
+        if "task_id" in options:
+            split, world_seed = _parse_task_id(str(options["task_id"]))
+        self.world = w = generate(world_seed, split, knobs)
+        self._gotos, self._go_ops = engine.goto_tables(w)
+        self._achieved, self._done = oracle.subgoals(w), False
+        self._acts = engine.admissible(w, self._gotos, self._go_ops)
+        obs = f"{engine.room_intro(w)}\n\nYour task is to: {w.task.goal}"
+        return self._finish(obs, make_info(valid_action=True, task_id=w.task.task_id))
+
+    def step(self, action: str):
+        w = self._require_world()
+        if self._done:
+            obs = "The episode is over; reset the environment to start a new task."
+            obs, info = self._finish(obs, make_info(success=True, valid_action=False))
+            return obs, 0.0, True, False, info
+        cmd = engine.normalize(_command_text(action))
+        op = self._acts.get(cmd)
+        components: dict[str, float] = {}
+        if op is None:
+            op, why = engine.parse(w, cmd)
+            why = why or engine.check(w, op)
+        else:
+            why = ""
+        if why:
+            obs = f"Nothing happens. {why}"
+            if self.invalid_penalty:
+                components["invalid"] = -self.invalid_penalty
+        else:
+            obs = engine.execute(w, op)
+            self._acts = engine.admissible(w, self._gotos, self._go_ops)
+            self._reward_progress(w, components)
+        success = oracle.success(w)
+        if success:
+            self._done = True
+            components["outcome"] = self.success_reward
+            obs += " You completed the task!"
+        info = make_info(success=success, valid_action=not why, reward_components=components,
+                         task_id=w.task.task_id)
+        obs, info = self._finish(obs, info)
+        return obs, float(sum(components.values())), success, False, info
+
+    def oracle_action(self) -> str | None:
+        return oracle.oracle_command(self.world) if self.world is not None and not self._done else None
+
+    def oracle_plan(self) -> list[str]:
+        """The oracle's whole plan from the current state (a demonstration); the env is not changed."""
+        return oracle.plan(self._require_world())
+
+    def render(self) -> str | None:
+        if self.world is None:
+            return None
+        w = self.world
+        where = "the middle of the room" if w.loc < 0 else w.rname[w.loc]
+        held = w.oname[w.holding] if w.holding >= 0 else "nothing"
+        return (f"{getattr(self, '_last_obs', '')}\n\n[task: {w.task.goal} | at: {where} | holding: {held}]\n"
+                f"Admissible: {', '.join(self._acts)}")
+
+    # ------------------------------------------------------------------ helpers
+    def _require_world(self) -> World:
+        if self.world is None:
+            raise RuntimeError("call reset() before step()")
+        return self.world
+
+    def _reward_progress(self, w: World, components: dict[str, float]) -> None:
+        if not self.progress_reward:
+            return
+        new = oracle.subgoals(w) - self._achieved
+        if new:
+            self._achieved |= new
+            components["progress"] = self.progress_reward * len(new)
+
+    def _finish(self, obs: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        acts = list(self._acts) if not self._done else []
+        if self.list_actions and acts:
+            obs += "\nAdmissible actions: " + ", ".join(acts)
+        info["admissible_actions"] = acts
+        if self.anchor_mode == "state":
+            info["anchor"] = self.world.state_key()
+        self._last_obs = obs
+        return obs, self.finish_info(obs, info)
+
+
+def _command_text(action: Any) -> str:
+    """The command in a model's reply: an <action> tag's content, else the last non-empty line."""
+    text = action if isinstance(action, str) else str(action)
+    text = text[-MAX_ACTION_CHARS:]
+    tagged = extract_tag(text, "action")
+    if tagged is not None:
+        return tagged
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _parse_task_id(task_id: str) -> tuple[str, int]:
+    """(split, seed) from a task id "household/SPLIT/.../SEED"; the rest follows from them and the knobs."""
+    parts = task_id.split("/")
+    if len(parts) < 3 or parts[0] != "household" or parts[1] not in cat.SPLITS or not parts[-1].isdigit():
+        raise ConfigError(f"bad household task_id {task_id!r}; expected 'household/<split>/.../<seed>'")
+    return parts[1], int(parts[-1])

@@ -1,0 +1,319 @@
+"""The household env: oracle, splits, determinism, rewards, anchors, bad input."""
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentgym.envs.household import catalog as cat
+from agentgym.envs.household import engine
+from agentgym.envs.household.env import HouseholdEnv
+from agentgym.errors import ConfigError
+
+
+def run_oracle(env: HouseholdEnv, seed: int, options=None) -> tuple[bool, int]:
+    obs, info = env.reset(seed=seed, options=options)
+    for turn in range(1, 60):
+        action = env.oracle_action()
+        assert action in info["admissible_actions"], (action, env.world.task.task_id)
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert info["valid_action"], obs
+        if terminated:
+            return info["success"], turn
+    return False, 60
+
+
+@pytest.mark.parametrize("split", cat.SPLITS)
+@pytest.mark.parametrize("task_type", cat.TASK_TYPES)
+def test_oracle_solves_every_task(task_type, split):
+    env = HouseholdEnv(split=split, task_types=(task_type,))
+    for seed in range(60):
+        solved, turns = run_oracle(env, seed)
+        assert solved, env.world.task.task_id
+        assert env.world.task.task_type == task_type and env.world.task.split == split
+
+
+def test_oracle_plan_is_a_demonstration_and_does_not_change_the_env():
+    env = HouseholdEnv(difficulty="hard")
+    for seed in range(30):
+        env.reset(seed=seed)
+        env.step("go to " + env.world.rname[-1])  # start the plan from a detour, not the initial state
+        key = env.world.state_key()
+        plan = env.oracle_plan()
+        assert env.world.state_key() == key
+        for i, action in enumerate(plan):
+            _, reward, terminated, _, info = env.step(action)
+            assert info["valid_action"] and terminated == (i == len(plan) - 1)
+        assert info["success"] and reward == 1.0
+
+
+def test_oracle_recovers_from_holding_the_wrong_object():
+    env = HouseholdEnv(task_types="pick_heat_then_place", distractors=12)
+    for seed in range(40):
+        _, info = env.reset(seed=seed)
+        w = env.world
+        wrong = [o for o in range(len(w.otype)) if w.otype[o] not in (w.task.obj_type, cat.LAMP)][0]
+        env.step(f"go to {w.rname[w.oloc[wrong]]}")
+        env.step(f"open {w.rname[w.oloc[wrong]]}")
+        _, _, _, _, info = env.step(f"take {w.oname[wrong]} from {w.rname[w.oloc[wrong]]}")
+        assert info["valid_action"]
+        assert run_oracle_from_here(env)
+
+
+def run_oracle_from_here(env: HouseholdEnv) -> bool:
+    for _ in range(60):
+        _, _, terminated, _, info = env.step(env.oracle_action())
+        if terminated:
+            return info["success"]
+    return False
+
+
+def test_random_admissible_policy_solves_few():
+    env, rng, wins = HouseholdEnv(), random.Random(0), 0
+    for seed in range(200):
+        _, info = env.reset(seed=seed)
+        for _ in range(30):
+            _, _, terminated, _, info = env.step(rng.choice(info["admissible_actions"]))
+            if terminated:
+                wins += info["success"]
+                break
+    assert wins / 200 < 0.15
+
+
+def test_same_seed_same_world_other_seeds_differ():
+    a, b = HouseholdEnv(), HouseholdEnv()
+    obs_a, info_a = a.reset(seed=7)
+    obs_b, info_b = b.reset(seed=7)
+    assert (obs_a, info_a) == (obs_b, info_b)
+    assert a.world.state_key() == b.world.state_key() and a.oracle_plan() == b.oracle_plan()
+    tasks = {a.reset(seed=s)[1]["task_id"] for s in range(50)}
+    assert len(tasks) == 50
+    assert HouseholdEnv(split="test_seen").reset(seed=7)[1]["task_id"] != info_a["task_id"]
+
+
+def test_unseeded_reset_continues_the_seeded_stream():
+    a, b = HouseholdEnv(), HouseholdEnv()
+    a.reset(seed=3)
+    b.reset(seed=3)
+    assert a.reset()[0] == b.reset()[0]
+
+
+def test_task_id_option_rebuilds_the_task():
+    env = HouseholdEnv(split="test_unseen")
+    _, info = env.reset(seed=11)
+    plan = env.oracle_plan()
+    _, again = HouseholdEnv().reset(options={"task_id": info["task_id"]})
+    assert again["task_id"] == info["task_id"]
+    with pytest.raises(ConfigError):
+        env.reset(options={"task_id": "nonsense"})
+
+
+def test_unseen_split_uses_only_combinations_never_in_train():
+    train, unseen = HouseholdEnv(split="train"), HouseholdEnv(split="test_unseen")
+    seen_combos, unseen_combos = set(), set()
+    for seed in range(300):
+        train.reset(seed=seed)
+        unseen.reset(seed=seed)
+        t, u = train.world.task, unseen.world.task
+        seen_combos.add((t.room, t.task_type, t.obj_type, t.recep_type))
+        unseen_combos.add((u.room, u.task_type, u.obj_type, u.recep_type))
+        assert cat.is_unseen(u.room, u.task_type, u.obj_type, u.recep_type)
+        assert not cat.is_unseen(t.room, t.task_type, t.obj_type, t.recep_type)
+    assert not seen_combos & unseen_combos
+    for task_type in cat.TASK_TYPES:  # every task type has held-out combinations
+        assert any(cat.split_combinations(r, task_type, "test_unseen") for r in cat.ROOMS)
+
+
+def test_split_option_and_difficulty_knobs():
+    env = HouseholdEnv()
+    env.reset(seed=1, options={"split": "test_unseen"})
+    assert env.world.task.split == "test_unseen"
+    sizes = {}
+    for level in ("easy", "hard"):
+        counts = []
+        for seed in range(40):
+            env.reset(seed=seed, options={"difficulty": level})
+            counts.append((len(env.world.rname), len(env.world.otype)))
+        sizes[level] = [sum(c) / len(c) for c in zip(*counts)]
+    assert sizes["easy"][0] < sizes["hard"][0] and sizes["easy"][1] < sizes["hard"][1]
+    env.reset(seed=2, options={"task_type": "pick_cool_then_place", "distractors": 0})
+    assert env.world.task.task_type == "pick_cool_then_place"
+    assert set(env.world.otype) <= {env.world.task.obj_type, cat.LAMP}
+    for bad in ({"split": "nope"}, {"difficulty": "insane"}, {"task_types": ("flying",)}):
+        with pytest.raises(ConfigError):
+            HouseholdEnv(**bad)
+
+
+def test_rewards_outcome_scale_progress_and_invalid_penalty():
+    env = HouseholdEnv(task_types="pick_clean_then_place", success_reward=10.0, progress_reward=0.5,
+                       invalid_penalty=0.1)
+    _, info = env.reset(seed=4)
+    total, names = 0.0, set()
+    _, reward, _, _, info = env.step("dance wildly")
+    assert info["reward_components"] == {"invalid": -0.1} and reward == pytest.approx(-0.1)
+    for action in env.oracle_plan():
+        _, reward, terminated, _, info = env.step(action)
+        assert reward == pytest.approx(sum(info["reward_components"].values()))
+        total += reward
+        names |= set(info["reward_components"])
+    assert info["success"] and info["reward_components"]["outcome"] == 10.0
+    assert names == {"progress", "outcome"}
+    assert total == pytest.approx(10.0 + 3 * 0.5)  # found, picked, transformed
+
+
+def test_outcome_only_by_default():
+    env = HouseholdEnv()
+    env.reset(seed=5)
+    rewards = [env.step(a)[1] for a in env.oracle_plan()]
+    assert rewards[:-1] == [0.0] * (len(rewards) - 1) and rewards[-1] == 1.0
+
+
+def test_anchor_is_observation_by_default_and_state_key_on_request():
+    env = HouseholdEnv()
+    obs, info = env.reset(seed=6)
+    assert info["anchor"] == obs
+    env = HouseholdEnv(anchor="state", task_types="pick_and_place")
+    _, first = env.reset(seed=6)
+    closed = [r for r in range(len(env.world.rname)) if env.world.openable[r]][0]
+    name = env.world.rname[closed]
+    keys = [env.step(a)[4]["anchor"] for a in (f"go to {name}", f"open {name}", f"close {name}")]
+    assert keys[0] == keys[2] != keys[1]  # same state, same key, whatever the observation said
+    assert first["anchor"] != keys[0]
+    hash(keys[0])
+
+
+def test_list_actions_puts_the_admissible_list_in_the_observation():
+    env = HouseholdEnv(list_actions=True)
+    obs, info = env.reset(seed=8)
+    assert obs.endswith("Admissible actions: " + ", ".join(info["admissible_actions"]))
+
+
+def test_alfworld_style_observations():
+    env = HouseholdEnv(task_types="pick_and_place")
+    obs, _ = env.reset(seed=9)
+    assert obs.startswith("You are in the middle of a ") and "\n\nYour task is to: put " in obs
+    w = env.world
+    closed = [r for r in range(len(w.rname)) if w.openable[r]][0]
+    name = w.rname[closed]
+    assert env.step(f"go to {name}")[0] == f"You arrive at {name}. The {name} is closed."
+    assert env.step(f"open {name}")[0].startswith(f"You open the {name}. The {name} is open. In it, you see ")
+    assert env.step("inventory")[0] == "You are not carrying anything."
+
+
+@pytest.mark.parametrize("action, says", [
+    ("go to cabinet 99", 'There is no "cabinet 99" here'),
+    ("take apple from countertop 1", "named with a number"),
+    ("fly to the moon", "I do not understand"),
+    ("", "empty"),
+    ("put mug 1 in sinkbasin 1", "not carrying"),
+])
+def test_invalid_commands_say_what_was_wrong(action, says):
+    env = HouseholdEnv(rooms="kitchen")
+    env.reset(seed=1)
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert obs.startswith("Nothing happens.") and says in obs
+    assert not info["valid_action"] and reward == 0.0 and not terminated
+
+
+def test_wrong_appliance_closed_receptacle_and_full_hands_are_explained():
+    env = HouseholdEnv(task_types="pick_heat_then_place", distractors=30)
+    env.reset(seed=2)
+    w = env.world
+    obj = [o for o in range(len(w.otype)) if w.otype[o] == w.task.obj_type][0]
+    where = w.rname[w.oloc[obj]]
+    env.step(f"go to {where}")
+    if w.openable[w.oloc[obj]]:
+        assert "open it first" in env.step(f"take {w.oname[obj]} from {where}")[0]
+        env.step(f"open {where}")
+    assert env.step(f"go to {where}")[0].endswith(f"You are already at the {where}.")
+    assert env.step(f"take {w.oname[obj]} from {where}")[4]["valid_action"]
+    fridge = w.rname[w.rtype.index("fridge")]
+    env.step(f"go to {fridge}")
+    assert "only heat things with a microwave" in env.step(f"heat {w.oname[obj]} with {fridge}")[0]
+    full = [r for r in range(len(w.rname)) if w.contents[r] and not w.openable[r] and w.contents[r][0] != w.lamp]
+    env.step(f"go to {w.rname[full[0]]}")
+    taking = f"take {w.oname[w.contents[full[0]][0]]} from {w.rname[full[0]]}"
+    assert "one object at a time" in env.step(taking)[0]
+
+
+def test_other_phrasings_and_tags_are_understood():
+    env = HouseholdEnv(task_types="pick_and_place")
+    env.reset(seed=3)
+    plan = env.oracle_plan()
+    for action in plan:
+        if action.startswith("put "):
+            obj, recep = action[4:].split(" in/on ")
+            action = f"Put the {obj} on {recep.upper()}."
+        elif action.startswith("go to "):
+            action = f"I will move now.\n<action>{action}</action>"
+        obs, reward, terminated, _, info = env.step(action)
+        assert info["valid_action"], (action, obs)
+    assert terminated and info["success"]
+
+
+def test_examine_shows_object_state_and_lamp():
+    env = HouseholdEnv(task_types="pick_cool_then_place")
+    env.reset(seed=12)
+    for action in env.oracle_plan():
+        if action.startswith("put "):
+            held = env.world.oname[env.world.holding]
+            assert env.step(f"examine {held}")[0] == f"The {held} is cool."
+        env.step(action)
+
+
+def test_admissible_list_agrees_with_the_checker():
+    env, rng = HouseholdEnv(), random.Random(1)
+    for seed in range(40):
+        _, info = env.reset(seed=seed)
+        w = env.world
+        for _ in range(15):
+            for _ in range(40):
+                op = _random_op(w, rng)
+                assert (engine.check(w, op) == "") == (engine.command(w, op) in info["admissible_actions"]), op
+            _, _, terminated, _, info = env.step(rng.choice(info["admissible_actions"]))
+            if terminated:
+                break
+
+
+def _random_op(w, rng):
+    verb = rng.choice(["go", "open", "close", "examine_r", "take", "put", "heat", "cool", "clean", "use"])
+    r = rng.randrange(len(w.rname))
+    o = rng.randrange(len(w.otype))
+    if verb in ("go", "open", "close", "examine_r"):
+        return (verb, r, -1)
+    return (verb, o, r if verb != "use" or rng.random() < 0.5 else w.oloc[o])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=200))
+def test_any_string_is_a_safe_action(action):
+    env = HouseholdEnv()
+    _, before = env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert isinstance(obs, str) and obs.encode("utf-8")
+    if engine.normalize(action) in before["admissible_actions"]:
+        assert info["valid_action"]
+    if not info["valid_action"]:
+        assert obs.startswith("Nothing happens.") and reward == 0.0
+
+
+def test_huge_and_odd_actions():
+    env = HouseholdEnv()
+    env.reset(seed=0)
+    for action in ("x" * 1_000_000, "\ud800 go", "<action>" * 1000, "\x00\x1b[2J", None, 42):
+        obs, _, _, _, info = env.step(action)
+        assert not info["valid_action"] and len(obs) < 500
+        obs.encode("utf-8")
+    with pytest.raises(RuntimeError):
+        HouseholdEnv().step("look")
+
+
+def test_step_after_success_is_harmless():
+    env = HouseholdEnv()
+    env.reset(seed=0)
+    for action in env.oracle_plan():
+        env.step(action)
+    obs, reward, terminated, _, info = env.step("look")
+    assert terminated and reward == 0.0 and "reset" in obs and env.oracle_action() is None
