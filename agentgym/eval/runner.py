@@ -11,12 +11,10 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
-
-import gymnasium as gym
+from typing import Any, Sequence
 
 from agentgym.errors import ConfigError
-from agentgym.registration import SuiteEntry, make
+from agentgym.registration import SuiteEntry
 from agentgym.trajectory import Trajectory
 
 TRAJECTORIES_FILE = "trajectories.jsonl"
@@ -104,38 +102,6 @@ class EvalRun:
     finished: float
     ran_now: int                             # episodes computed by this call (the rest were resumed)
     paths: dict[str, str] = field(default_factory=dict)
-
-
-class SplitOptions(gym.Wrapper):
-    """Adds `split` to every `reset`'s options, so the env draws held-out tasks."""
-
-    def __init__(self, env: gym.Env, split: str):
-        super().__init__(env)
-        self.split = split
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        return self.env.reset(seed=seed, options={"split": self.split, **(options or {})})
-
-    @property
-    def instructions(self) -> str:
-        return self.env.unwrapped.instructions
-
-    @property
-    def tools(self) -> list:
-        return self.env.unwrapped.tools
-
-    def oracle_action(self) -> str | None:
-        return self.env.unwrapped.oracle_action()
-
-    def render(self):
-        return self.env.render()
-
-
-def env_factory(entry: SuiteEntry, split: str, max_turns: int | None) -> Callable[[], gym.Env]:
-    def factory() -> gym.Env:
-        return SplitOptions(make(entry.env_id, max_turns=max_turns, **entry.kwargs), split)
-
-    return factory
 
 
 # ---------------------------------------------------------------------------------------------- resume log
@@ -232,6 +198,21 @@ def load_eval_policy(spec: str) -> tuple[Any, Any]:
     return policy, chat
 
 
+class _Sink:
+    """Where finished episodes go: the resume log first (durable), then memory and the progress bar."""
+
+    def __init__(self, log: RecordLog, bar: Any):
+        self.log, self.bar = log, bar
+        self.records: list[EvalRecord] = []
+        self._lock = threading.Lock()
+
+    def add(self, record: EvalRecord) -> None:
+        self.log.append(record)
+        with self._lock:
+            self.records.append(record)
+            self.bar.update(1)
+
+
 def _progress(total: int, initial: int, enabled: bool):
     from tqdm import tqdm
 
@@ -243,34 +224,26 @@ def run_eval(config: EvalConfig, policy: Any = None, chat: Any = None, progress:
              write_reports: bool = True) -> EvalRun:
     """Run what OUT does not hold yet, then write results.json, report.md and report.html.
 
-    `policy`/`chat` may be passed in (tests, the trainer's in-memory model); otherwise the spec is loaded.
+    `policy`/`chat` may be passed in (tests, the trainer's in-memory model); otherwise the spec is loaded
+    (and only when something is left to run, so a finished eval re-renders its reports without a model).
     """
-    from agentgym.rollout import RolloutConfig, rollout
-    from agentgym.policies import SamplingParams
-
     started = time.time()
     records = prepare_out_dir(config)
     work = missing_work(config, {r.key for r in records})
     total = len(config.entries) * config.episodes * config.samples
-    new_records: list[EvalRecord] = []
+    sink = None
     if work:
         if policy is None:
             policy, chat = load_eval_policy(config.policy)
-        elif chat is None:
-            from agentgym.chat import ChatFormat
-
-            chat = policy.chat_format() if hasattr(policy, "chat_format") else ChatFormat.simple()
-        sampling = SamplingParams(temperature=config.sampling_temperature, max_tokens=config.max_tokens)
-        log = RecordLog(Path(config.out_dir) / TRAJECTORIES_FILE)
-        bar = _progress(total, len(records), progress)
+        sink = _Sink(RecordLog(Path(config.out_dir) / TRAJECTORIES_FILE), _progress(total, len(records), progress))
         try:
             for entry, seeds, samples in work:
-                _run_batch(entry, seeds, samples, config, policy, chat, sampling, log, bar, new_records,
-                           rollout, RolloutConfig)
+                _run_batch(config, entry, seeds, samples, policy, chat, sink)
         finally:
-            bar.close()
-            log.close()
-    run = EvalRun(config, ordered([*records, *new_records], config), started, time.time(), len(new_records))
+            sink.bar.close()
+            sink.log.close()
+    new = sink.records if sink else []
+    run = EvalRun(config, ordered([*records, *new], config), started, time.time(), len(new))
     if write_reports:
         from agentgym.eval.reports import write_all
 
@@ -278,8 +251,12 @@ def run_eval(config: EvalConfig, policy: Any = None, chat: Any = None, progress:
     return run
 
 
-def _run_batch(entry, seeds, samples, config, policy, chat, sampling, log, bar, sink, rollout, rollout_config_cls):
+def _run_batch(config: EvalConfig, entry: SuiteEntry, seeds: list[int], samples: list[int], policy: Any,
+               chat: Any, sink: _Sink) -> None:
     """One rollout call: `seeds` × len(samples); sample i of the call is stored as samples[i]."""
+    from agentgym.policies import SamplingParams
+    from agentgym.rollout import RolloutConfig, rollout
+
     lock = threading.Lock()
     seen: set[tuple[int, int]] = set()
 
@@ -288,16 +265,14 @@ def _run_batch(entry, seeds, samples, config, policy, chat, sampling, log, bar, 
             if (traj.seed, traj.sample_index) in seen:
                 return
             seen.add((traj.seed, traj.sample_index))
-        record = EvalRecord(entry.name, replace(traj, sample_index=samples[traj.sample_index]))
-        log.append(record)
-        with lock:
-            sink.append(record)
-            bar.update(1)
+        sink.add(EvalRecord(entry.name, replace(traj, sample_index=samples[traj.sample_index])))
 
-    rcfg = rollout_config_cls(max_turns=config.max_turns, sampling=sampling, executor="thread",
-                              env_workers=config.workers)
-    returned = rollout(env_factory(entry, config.split, config.max_turns), policy, chat, seeds,
-                       group_size=len(samples), config=rcfg,
+    sampling = SamplingParams(temperature=config.sampling_temperature, max_tokens=config.max_tokens,
+                              seed=config.seed)
+    rcfg = RolloutConfig(max_turns=config.max_turns, sampling=sampling, executor="thread",
+                         env_workers=config.workers)
+    returned = rollout(entry.env_id, policy, chat, seeds, group_size=len(samples), config=rcfg,
+                       env_kwargs=dict(entry.kwargs), reset_options={"split": config.split},
                        start_group_id=config.entries.index(entry) * config.episodes + (seeds[0] - config.seed),
                        on_trajectory=on_trajectory)
     for traj in returned or ():  # an engine that did not call back still loses nothing
