@@ -39,6 +39,11 @@ def _add_eval(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=float, default=None,
                    help="sampling temperature (default 0 with one sample, 1.0 with several)")
     p.add_argument("--max-tokens", type=int, default=256, help="max new tokens per turn (default 256)")
+    p.add_argument("--layout", choices=("trajectory", "step"), default="trajectory",
+                   help="prompt layout, as the model was trained: whole conversation or a history window")
+    p.add_argument("--history-turns", type=int, default=2, help="step layout: past turns per prompt (default 2)")
+    p.add_argument("--max-context-tokens", type=int, default=8192, help="context limit (default 8192)")
+    p.add_argument("--max-observation-tokens", type=int, default=None, help="truncate observations to this")
     p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
                    help="reuse finished episodes in --out (default on); --no-resume starts afresh")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -54,7 +59,9 @@ def run_eval_command(args: argparse.Namespace) -> int:
     config = EvalConfig(policy=args.policy, entries=tuple(entries), out_dir=args.out, suite=suite_name,
                         episodes=args.episodes, samples=args.samples, split=args.split, seed=args.seed,
                         max_turns=args.max_turns, workers=args.workers, temperature=args.temperature,
-                        max_tokens=args.max_tokens, resume=args.resume)
+                        max_tokens=args.max_tokens, layout=args.layout, history_turns=args.history_turns,
+                        max_context_tokens=args.max_context_tokens,
+                        max_observation_tokens=args.max_observation_tokens, resume=args.resume)
     run = run_eval(config, progress=not args.no_progress and sys.stderr.isatty())
     resumed = len(run.records) - run.ran_now
     if resumed:

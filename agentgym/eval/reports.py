@@ -40,6 +40,8 @@ def build_results(run: EvalRun) -> dict[str, Any]:
         "run": {"policy": cfg.policy, "suite": cfg.suite, "split": cfg.split, "seed": cfg.seed,
                 "episodes": cfg.episodes, "samples": cfg.samples, "max_turns": cfg.max_turns,
                 "temperature": cfg.sampling_temperature, "max_tokens": cfg.max_tokens, "workers": cfg.workers,
+                "layout": cfg.layout, "history_turns": cfg.history_turns,
+                "max_context_tokens": cfg.max_context_tokens, "max_observation_tokens": cfg.max_observation_tokens,
                 "started": run.started, "finished": run.finished, "wall_s": run.finished - run.started,
                 "ran_now": run.ran_now, "complete": len(run.records) == len(cfg.entries) * cfg.episodes * cfg.samples},
         "envs": envs,

@@ -19,10 +19,10 @@ from agentgym.trajectory import Trajectory
 
 TRAJECTORIES_FILE = "trajectories.jsonl"
 CONFIG_FILE = "eval_config.json"
-DEFAULT_SEED = 100_000  # held out: training draws its tasks from seeds counting up from 0
+DEFAULT_SEED = 1_000_000  # held out: training draws its tasks from seeds counting up from 0 (as the trainer's eval)
 # fields that must match for a resumed run to be the same eval (episodes may grow: new seeds are added)
 _IDENTITY_FIELDS = ("policy", "suite", "entries", "samples", "split", "seed", "max_turns", "temperature",
-                    "max_tokens")
+                    "max_tokens", "layout", "history_turns", "max_context_tokens", "max_observation_tokens")
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,10 @@ class EvalConfig:
     workers: int = 4                         # envs stepped concurrently
     temperature: float | None = None         # None: greedy (0) for one sample, 1.0 for several
     max_tokens: int = 256                    # per turn
+    layout: str = "trajectory"               # as in training: "trajectory" (whole chat) or "step" (window)
+    history_turns: int = 2                   # step layout: past turns kept in each prompt
+    max_context_tokens: int | None = 8192    # an episode whose next prompt would not fit ends (context_full)
+    max_observation_tokens: int | None = None  # observations truncated to this many tokens
     resume: bool = True                      # reuse OUT's finished episodes; False starts afresh
 
     def __post_init__(self) -> None:
@@ -50,6 +54,11 @@ class EvalConfig:
                   (self.max_turns is None or self.max_turns >= 1, f"--max-turns must be >= 1, got {self.max_turns}"),
                   (self.max_tokens >= 1, f"--max-tokens must be >= 1, got {self.max_tokens}"),
                   (self.temperature is None or self.temperature >= 0, "--temperature must be >= 0"),
+                  (self.layout in ("trajectory", "step"), f"--layout must be trajectory or step, got {self.layout!r}"),
+                  (self.history_turns >= 0, f"--history-turns must be >= 0, got {self.history_turns}"),
+                  (self.max_context_tokens is None or self.max_context_tokens >= 1, "--max-context-tokens must be >= 1"),
+                  (self.max_observation_tokens is None or self.max_observation_tokens >= 1,
+                   "--max-observation-tokens must be >= 1"),
                   (bool(self.entries), "nothing to evaluate: the suite has no envs")]
         for ok, message in checks:
             if not ok:
@@ -269,8 +278,10 @@ def _run_batch(config: EvalConfig, entry: SuiteEntry, seeds: list[int], samples:
 
     sampling = SamplingParams(temperature=config.sampling_temperature, max_tokens=config.max_tokens,
                               seed=config.seed)
-    rcfg = RolloutConfig(max_turns=config.max_turns, sampling=sampling, executor="thread",
-                         env_workers=config.workers)
+    rcfg = RolloutConfig(max_turns=config.max_turns, layout=config.layout, history_turns=config.history_turns,
+                         max_context_tokens=config.max_context_tokens,
+                         max_observation_tokens=config.max_observation_tokens, sampling=sampling,
+                         executor="thread", env_workers=config.workers)
     returned = rollout(entry.env_id, policy, chat, seeds, group_size=len(samples), config=rcfg,
                        env_kwargs=dict(entry.kwargs), reset_options={"split": config.split},
                        start_group_id=config.entries.index(entry) * config.episodes + (seeds[0] - config.seed),
