@@ -1,0 +1,387 @@
+"""The multi-turn rollout engine: B tasks x G samples, token in, token out.
+
+    trajs = rollout("agentgym/Toy-KeyDoor-v0", policy, chat, seeds=[0, 1, 2], group_size=4)
+
+Group i is `group_size` envs reset with `seeds[i]`; trajectories come back group-major. Each turn the
+active envs' requests go to the policy as ONE batch, the envs step concurrently (see `agentgym.vector`),
+and an episode ends on terminated / truncated / its turn limit / a full context / a failure. In async
+mode every episode runs as a coroutine: an env whose step returns early has its next request queued at
+once, and requests from ready envs are batched opportunistically.
+
+Token accounting: the next prompt is the previous prompt + the generated ids + the chat template's
+delimiters around the new observation (`ChatFormat.continue_prompt`); generated ids are never
+re-tokenized. In the `step` layout each prompt is the system prompt + the last `history_turns` turns,
+rebuilt from the same recorded token pieces.
+
+A policy failure (a Generation with finish_reason "error", or an exception) or an env failure ends
+that episode with end_reason "failed" and its error message; the rest of the batch goes on.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Sequence
+
+from agentgym.chat import ChatFormat
+from agentgym.errors import ConfigError
+from agentgym.policies.base import EnvContext, Generation, GenerationRequest, SamplingParams
+from agentgym.trajectory import Trajectory, Turn
+from agentgym.vector import EXECUTORS, EnvFailure, EnvPool, ResetResult, StepResult, make_pool
+
+LAYOUTS = ("trajectory", "step")
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """How episodes are run. Validated at construction; bad values raise `ConfigError`."""
+
+    max_turns: int | None = None            # turn limit; None = the env's registered limit
+    layout: str = "trajectory"              # "trajectory": one growing sequence; "step": history window
+    history_turns: int = 2                  # step layout: how many past turns each prompt keeps
+    max_context_tokens: int | None = 8192   # end an episode when prompt + max_tokens would exceed this
+    max_observation_tokens: int | None = None  # truncate each observation to this many tokens (with a marker)
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    executor: str = "thread"                # "serial" | "thread" | "process" | "ray"
+    env_workers: int = 0                    # threads / processes / actors; 0 = automatic
+    async_mode: bool = False                # queue each env's next request as soon as its step returns
+    max_inflight_batches: int = 1           # async: generate calls at once (>1 suits servers that batch)
+    env_timeout_s: float | None = None      # an env step slower than this fails its episode
+
+    def __post_init__(self) -> None:
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ConfigError(f"rollout.max_turns must be >= 1 or None, got {self.max_turns}")
+        if self.layout not in LAYOUTS:
+            raise ConfigError(f"rollout.layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+        if self.history_turns < 0:
+            raise ConfigError(f"rollout.history_turns must be >= 0, got {self.history_turns}")
+        for name in ("max_context_tokens", "max_observation_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"rollout.{name} must be >= 1 or None, got {value}")
+        if self.executor not in EXECUTORS:
+            raise ConfigError(f"rollout.executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
+        if self.env_workers < 0 or self.max_inflight_batches < 1:
+            raise ConfigError("rollout.env_workers must be >= 0 and rollout.max_inflight_batches >= 1")
+        if not isinstance(self.sampling, SamplingParams):
+            raise ConfigError(f"rollout.sampling must be a SamplingParams, got {type(self.sampling).__name__}")
+
+
+class _Episode:
+    """Mutable state of one running episode; becomes a frozen `Trajectory` when it ends."""
+
+    def __init__(self, slot: int, seed: int, group_id: int, sample_index: int):
+        self.slot, self.seed, self.group_id, self.sample_index = slot, seed, group_id, sample_index
+        self.env_id = ""
+        self.system, self.tools, self.limit = "", (), None
+        self.obs, self.info, self.first_obs = "", {}, ""
+        self.obs_texts: list[str] = []                       # observation shown at each turn
+        self.pieces: list[tuple[list[int], list[int]]] = []  # (response ids, ids appended after it)
+        self.prompt: list[int] = []                          # trajectory layout: the running sequence
+        self.turns: list[Turn] = []
+        self.end_reason: str | None = None
+        self.error: str | None = None
+        self.success = False
+        self.task_id = ""
+        self.t0 = time.perf_counter()
+
+    def fail(self, message: str) -> None:
+        self.end_reason, self.error = "failed", message
+
+    def to_trajectory(self) -> Trajectory:
+        return Trajectory(env_id=self.env_id, seed=self.seed, group_id=self.group_id,
+                          sample_index=self.sample_index, turns=tuple(self.turns), success=self.success,
+                          end_reason=self.end_reason or "failed", task_id=self.task_id, system_prompt=self.system,
+                          first_observation=self.first_obs, error=self.error,
+                          wall_s=time.perf_counter() - self.t0)
+
+
+class _Engine:
+    """The per-episode logic shared by the sync and async loops."""
+
+    def __init__(self, pool: EnvPool, policy: Any, chat: ChatFormat, config: RolloutConfig):
+        self.pool, self.policy, self.chat, self.config = pool, policy, chat, config
+
+    # ------------------------------------------------------------------ reset
+    def start(self, ep: _Episode, result: ResetResult | EnvFailure) -> None:
+        if isinstance(result, EnvFailure):
+            ep.fail(result.message)
+            return
+        ep.env_id, ep.system, ep.tools = result.env_id, result.instructions, result.tools
+        ep.limit = self.config.max_turns or result.max_turns
+        if ep.limit is None:
+            raise ConfigError(f"env {result.env_id!r} has no turn limit; set RolloutConfig.max_turns "
+                              "(or register the env with max_turns)")
+        ep.task_id = str(result.info.get("task_id", ""))
+        ep.obs = self.chat.truncate_observation(result.obs, self.config.max_observation_tokens)
+        ep.first_obs, ep.info = ep.obs, result.info
+        ep.obs_texts.append(ep.obs)
+        if self.config.layout == "trajectory":
+            ep.prompt = self.chat.initial_prompt(ep.system, ep.obs, ep.tools)
+
+    # ------------------------------------------------------------------ one turn
+    def prompt_ids(self, ep: _Episode) -> list[int]:
+        if self.config.layout == "trajectory":
+            return ep.prompt
+        t = len(ep.turns)
+        start = max(0, t - self.config.history_turns)
+        ids = self.chat.initial_prompt(ep.system, ep.obs_texts[start], ep.tools)
+        for response, after in ep.pieces[start:t]:
+            ids += response
+            ids += after
+        return ids
+
+    def request(self, ep: _Episode) -> GenerationRequest | None:
+        """The next request, or None after ending the episode because its context is full."""
+        ids = self.prompt_ids(ep)
+        sampling = self.config.sampling
+        limit = self.config.max_context_tokens
+        if limit is not None and len(ids) + sampling.max_tokens > limit:
+            ep.end_reason = "context_full"
+            return None
+        if sampling.seed is not None:  # distinct but reproducible per (group, sample, turn)
+            key = f"{sampling.seed}/{ep.group_id}/{ep.sample_index}/{len(ep.turns)}".encode()
+            sampling = replace(sampling, seed=zlib.crc32(key) & 0x7FFFFFFF)
+        return GenerationRequest(tuple(ids), sampling, EnvContext(self.pool.handle(ep.slot), ep.obs, ep.info))
+
+    def record(self, ep: _Episode, req: GenerationRequest, gen: Generation, result: StepResult | EnvFailure,
+               generate_s: float) -> None:
+        """Record a finished turn and decide whether the episode goes on."""
+        if isinstance(result, EnvFailure):
+            ep.fail(result.message)
+            return
+        info = result.info
+        tool_results = info.get("tool_results") or ()
+        turn = Turn(index=len(ep.turns), observation=ep.obs, action=gen.text, prompt_ids=req.prompt_ids,
+                    response_ids=tuple(gen.token_ids), logprobs=tuple(gen.logprobs), reward=result.reward,
+                    reward_components={k: float(v) for k, v in (info.get("reward_components") or {}).items()},
+                    anchor=ep.info.get("anchor", ep.obs), valid=bool(info.get("valid_action", True)),
+                    terminated=result.terminated, truncated=result.truncated, finish_reason=gen.finish_reason,
+                    tool_calls=len(tool_results), tool_errors=sum(not getattr(r, "ok", True) for r in tool_results),
+                    generate_s=generate_s, env_s=result.seconds, info=_turn_extras(info))
+        ep.turns.append(turn)
+        ep.success = bool(info.get("success", False))
+        ep.obs = self.chat.truncate_observation(result.obs, self.config.max_observation_tokens)
+        ep.info = info
+        if result.terminated:
+            ep.end_reason = "terminated"
+        elif len(ep.turns) >= ep.limit:
+            ep.end_reason = "max_turns"
+        elif result.truncated:
+            ep.end_reason = "truncated"
+        if ep.end_reason is not None:
+            return
+        after = self.chat.turn_suffix(turn.response_ids, ep.obs)
+        ep.pieces.append((list(turn.response_ids), after))
+        ep.obs_texts.append(ep.obs)
+        if self.config.layout == "trajectory":
+            ep.prompt.extend(turn.response_ids)  # requests hold their own tuple copy
+            ep.prompt.extend(after)
+
+
+def _turn_extras(info: dict[str, Any]) -> dict[str, Any]:
+    extras: dict[str, Any] = {"success": bool(info.get("success", False))}
+    if "admissible_actions" in info:
+        extras["num_admissible_actions"] = len(info["admissible_actions"] or ())
+    return extras
+
+
+def _error_generation(message: str) -> Generation:
+    return Generation((), "", (), "error", message)
+
+
+def _checked(gens: Any, n: int) -> list[Generation]:
+    if not isinstance(gens, (list, tuple)) or len(gens) != n:
+        got = len(gens) if isinstance(gens, (list, tuple)) else type(gens).__name__
+        return [_error_generation(f"policy returned {got} generations for {n} requests")] * n
+    return list(gens)
+
+
+def generate_isolated(policy: Any, requests: list[GenerationRequest]) -> list[Generation]:
+    """`policy.generate`, where an exception fails only the request(s) that raise it."""
+    try:
+        return _checked(policy.generate(requests), len(requests))
+    except Exception as exc:
+        if len(requests) == 1:
+            return [_error_generation(f"policy raised {type(exc).__name__}: {exc}")]
+    return [generate_isolated(policy, [r])[0] for r in requests]  # find the request(s) at fault
+
+
+async def agenerate_isolated(policy: Any, requests: list[GenerationRequest]) -> list[Generation]:
+    """The async twin of `generate_isolated` (uses `policy.agenerate` where there is one)."""
+    call = getattr(policy, "agenerate", None)
+    try:
+        if call is None:
+            return _checked(await asyncio.to_thread(policy.generate, requests), len(requests))
+        return _checked(await call(requests), len(requests))
+    except Exception as exc:
+        if len(requests) == 1:
+            return [_error_generation(f"policy raised {type(exc).__name__}: {exc}")]
+    return [(await agenerate_isolated(policy, [r]))[0] for r in requests]
+
+
+def _resolve_chat(policy: Any, chat: ChatFormat | None) -> ChatFormat:
+    if chat is not None:
+        return chat
+    if callable(getattr(policy, "chat_format", None)):
+        return policy.chat_format()
+    return getattr(policy, "chat", None) or ChatFormat.simple()
+
+
+def rollout(env: str | Callable[[], Any], policy: Any, chat: ChatFormat | None, seeds: Sequence[int],
+            group_size: int = 1, config: RolloutConfig | None = None, env_kwargs: dict[str, Any] | None = None,
+            start_group_id: int = 0, on_trajectory: Callable[[Trajectory], None] | None = None,
+            reset_options: dict[str, Any] | None = None) -> list[Trajectory]:
+    """Run `len(seeds) * group_size` episodes; trajectories come back group-major.
+
+    `env` is a registered id or a zero-argument factory; `chat` defaults to the policy's own chat format
+    (or `ChatFormat.simple()`); `on_trajectory` is called with each trajectory as soon as it ends.
+    """
+    config = config or RolloutConfig()
+    if group_size < 1:
+        raise ConfigError(f"group_size must be >= 1, got {group_size}")
+    if not seeds:
+        return []
+    chat = _resolve_chat(policy, chat)
+    episodes = [_Episode(g * group_size + s, int(seed), start_group_id + g, s)
+                for g, seed in enumerate(seeds) for s in range(group_size)]
+    pool = make_pool(env, len(episodes), config.executor, config.env_workers, env_kwargs, config.max_turns,
+                     config.env_timeout_s)
+    try:
+        engine = _Engine(pool, policy, chat, config)
+        finish = _finisher(on_trajectory)
+        for ep, result in zip(episodes, pool.reset([(ep.slot, ep.seed, reset_options) for ep in episodes])):
+            engine.start(ep, result)
+            if ep.end_reason is not None:
+                finish(ep)
+        if config.async_mode:
+            _run_coroutine(_run_async(engine, [ep for ep in episodes if ep.end_reason is None], finish))
+        else:
+            _run_sync(engine, episodes, finish)
+        return [ep.to_trajectory() for ep in episodes]
+    finally:
+        pool.close()
+
+
+def _finisher(on_trajectory: Callable[[Trajectory], None] | None) -> Callable[[_Episode], None]:
+    def finish(ep: _Episode) -> None:
+        if on_trajectory is not None:
+            on_trajectory(ep.to_trajectory())
+    return finish
+
+
+def _run_sync(engine: _Engine, episodes: list[_Episode], finish: Callable[[_Episode], None]) -> None:
+    active = [ep for ep in episodes if ep.end_reason is None]
+    while active:
+        asking, requests = [], []
+        for ep in active:
+            req = engine.request(ep)
+            if req is None:
+                finish(ep)
+            else:
+                asking.append(ep)
+                requests.append(req)
+        if not asking:
+            break
+        t0 = time.perf_counter()
+        gens = generate_isolated(engine.policy, requests)
+        generate_s = time.perf_counter() - t0
+        stepping = []
+        for ep, req, gen in zip(asking, requests, gens):
+            if gen.finish_reason == "error":
+                ep.fail(gen.error or "the policy returned an error generation")
+                finish(ep)
+            else:
+                stepping.append((ep, req, gen))
+        results = engine.pool.step([(ep.slot, gen.text) for ep, _, gen in stepping]) if stepping else []
+        for (ep, req, gen), result in zip(stepping, results):
+            engine.record(ep, req, gen, result, generate_s)
+            if ep.end_reason is not None:
+                finish(ep)
+        active = [ep for ep, _, _ in stepping if ep.end_reason is None]
+
+
+def _run_coroutine(coro: Any) -> None:
+    """`asyncio.run`, also from inside a running event loop (then on a helper thread)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(coro)
+        return
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, name="agentgym-rollout")
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+
+
+class _Batcher:
+    """Collects requests from ready episodes and sends them to the policy in opportunistic batches."""
+
+    def __init__(self, policy: Any, max_inflight: int):
+        self.policy, self.max_inflight = policy, max_inflight
+        self.pending: list[tuple[GenerationRequest, asyncio.Future]] = []
+        self.inflight = 0
+
+    async def submit(self, request: GenerationRequest) -> tuple[Generation, float]:
+        future = asyncio.get_running_loop().create_future()
+        self.pending.append((request, future))
+        self._kick()
+        return await future
+
+    def _kick(self) -> None:
+        if self.pending and self.inflight < self.max_inflight:
+            self.inflight += 1
+            asyncio.get_running_loop().create_task(self._dispatch())
+
+    async def _dispatch(self) -> None:
+        try:
+            await asyncio.sleep(0)  # let every episode that is ready right now add its request
+            batch, self.pending = self.pending, []
+            if batch:
+                t0 = time.perf_counter()
+                gens = await agenerate_isolated(self.policy, [r for r, _ in batch])
+                seconds = time.perf_counter() - t0
+                for (_, future), gen in zip(batch, gens):
+                    if not future.done():
+                        future.set_result((gen, seconds))
+        finally:
+            self.inflight -= 1
+            self._kick()
+
+
+async def _run_async(engine: _Engine, episodes: list[_Episode], finish: Callable[[_Episode], None]) -> None:
+    batcher = _Batcher(engine.policy, engine.config.max_inflight_batches)
+    loop = asyncio.get_running_loop()
+    threaded = engine.config.executor != "serial"
+    import concurrent.futures as cf
+
+    workers = engine.config.env_workers or min(64, max(1, len(episodes)))
+    with cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agentgym-astep") as steppers:
+        async def run(ep: _Episode) -> None:
+            while ep.end_reason is None:
+                req = engine.request(ep)
+                if req is None:
+                    break
+                gen, generate_s = await batcher.submit(req)
+                if gen.finish_reason == "error":
+                    ep.fail(gen.error or "the policy returned an error generation")
+                    break
+                if threaded:
+                    result = await loop.run_in_executor(steppers, engine.pool.step_one, ep.slot, gen.text)
+                else:
+                    result = engine.pool.step_one(ep.slot, gen.text)
+                engine.record(ep, req, gen, result, generate_s)
+            finish(ep)
+
+        await asyncio.gather(*(run(ep) for ep in episodes))
