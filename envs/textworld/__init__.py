@@ -1,0 +1,19 @@
+"""TextWorld: real TextWorld games as agentgym envs (needs the `textworld` extra to be made)."""
+from agentgym.registration import register
+
+ENTRY = "agentgym.envs.textworld.env:TextWorldEnv"
+
+
+def register_envs() -> None:
+    # games are generated from the reset seed with TextWorld's generator, then cached on disk
+    register("agentgym/TextWorld-v0", ENTRY, max_turns=50, suites=("textworld",))
+    register("agentgym/TextWorld-Simple-v0", ENTRY, max_turns=100, kwargs={"challenge": "tw-simple"},
+             suites=("textworld",))
+    register("agentgym/TextWorld-CoinCollector-v0", ENTRY, max_turns=50,
+             kwargs={"challenge": "tw-coin_collector"}, suites=("textworld",))
+    register("agentgym/TextWorld-TreasureHunter-v0", ENTRY, max_turns=50,
+             kwargs={"challenge": "tw-treasure_hunter"}, suites=("textworld",))
+    register("agentgym/TextWorld-Cooking-v0", ENTRY, max_turns=100, kwargs={"challenge": "tw-cooking"},
+             suites=("textworld",))
+    # a game file of your own: agentgym.make("agentgym/TextWorld-Game-v0", game="path/to/game.z8")
+    register("agentgym/TextWorld-Game-v0", ENTRY, max_turns=100)
