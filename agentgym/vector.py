@@ -325,7 +325,8 @@ class ProcessPool(EnvPool):
                     try:
                         worker.conn.send((kind, [items[p] for p in positions]))
                     except (OSError, ValueError) as exc:
-                        worker.dead = f"worker {worker.process.name} is gone: {exc!r}"
+                        worker.dead = (f"worker {worker.process.name} died (exit code "
+                                       f"{worker.process.exitcode}): {exc!r}")
             for w_index, positions in sorted(by_worker.items()):
                 worker = self.workers[w_index]
                 got = EnvFailure(worker.dead) if worker.dead else self._recv(worker, self.timeout_s)
