@@ -98,6 +98,8 @@ def _add_compare(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("eval_dirs", nargs="+", metavar="EVAL_DIR", help="dirs written by `agentgym eval --out`")
     p.add_argument("--out", required=True, metavar="DIR", help="where compare.md and compare.html go")
     p.add_argument("--name", action="append", default=None, help="column name per run (repeatable)")
+    p.add_argument("--image", action="append", default=[], metavar="PNG",
+                   help="a PNG to inline into compare.html, e.g. curves from `agentgym plot` (repeatable)")
     p.set_defaults(func=run_compare_command)
 
 
@@ -106,7 +108,7 @@ def run_compare_command(args: argparse.Namespace) -> int:
 
     from agentgym.eval.reports import write_comparison
 
-    paths = write_comparison(args.eval_dirs, args.out, args.name)
+    paths = write_comparison(args.eval_dirs, args.out, args.name, args.image)
     print(Path(paths["markdown"]).read_text(encoding="utf-8"))
     print(f"markdown: {paths['markdown']}\nhtml report: {paths['html']}")
     return 0

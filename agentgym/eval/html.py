@@ -69,14 +69,15 @@ def _pre(text: str, cls: str = "") -> str:
     return f'<pre class="{cls}">{e(_clip(text))}</pre>'
 
 
-def render_table(results: dict[str, Any]) -> str:
+def render_table(results: dict[str, Any], table_id: str = "metrics") -> str:
     head = "".join(f"<th>{e(c)}</th>" for c in TABLE_COLUMNS)
     rows = table_rows(results)
     body = []
     for i, row in enumerate(rows):
         cls = ' class="total"' if len(results["envs"]) > 1 and i == len(rows) - 1 else ""
         body.append(f"<tr{cls}>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
-    return f'<table id="metrics"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    attr = f' id="{table_id}"' if table_id else ""
+    return f'<table{attr}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
 def _tool_results(info: dict[str, Any]) -> str:
@@ -161,12 +162,19 @@ def render_html(results: dict[str, Any]) -> str:
     return _page(title, body, SCRIPT)
 
 
-def render_comparison_html(named: Sequence[tuple[str, dict[str, Any]]], links: Sequence[str]) -> str:
-    """A success table across runs (from the markdown one) with links to each run's own report."""
+def render_comparison_html(named: Sequence[tuple[str, dict[str, Any]]], links: Sequence[str],
+                           images: Sequence[tuple[str, bytes]] = ()) -> str:
+    """Success across runs, each run's full table with a link to its own report, and inlined PNGs."""
+    import base64
+
     header, rows = comparison_rows(named)
     head = "".join(f"<th>{e(c)}</th>" for c in header)
     body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in rows)
-    items = "".join(f'<li><a href="{e(link)}">{e(name)}</a> — {e(r["run"]["policy"])}, '
-                    f'{len(r["trajectories"])} episodes</li>' for (name, r), link in zip(named, links))
+    runs = "".join(f'<h3>{e(name)} — <a href="{e(link)}">trajectories</a></h3>'
+                   f'<div class="sub">{e(r["run"]["policy"])} · {len(r["trajectories"])} episodes · '
+                   f'wall {r["run"]["wall_s"]:.1f}s</div>{render_table(r, table_id="")}'
+                   for (name, r), link in zip(named, links))
+    pictures = "".join(f'<h2>{e(title)}</h2><img alt="{e(title)}" style="max-width:100%" '
+                       f'src="data:image/png;base64,{base64.b64encode(data).decode()}">' for title, data in images)
     return _page("agentgym comparison", f"<h1>Comparison</h1><h2>Success rate</h2><table id=\"metrics\">"
-                 f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><h2>Runs</h2><ul>{items}</ul>")
+                 f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{pictures}<h2>Runs</h2>{runs}")

