@@ -156,6 +156,10 @@ def render_html(results: dict[str, Any]) -> str:
     macro = ""
     if len(results["envs"]) > 1:
         macro = f'<p>Macro success (each env once): <b>{100 * results["summary"]["macro_success_rate"]:.1f}%</b></p>'
+    failed = sum(1 for r in results["trajectories"] if r["trajectory"].get("error"))
+    if failed:
+        macro += (f'<p class="fail">{failed} episode(s) failed with a policy or env error (counted as failures); '
+                  "filter by outcome and expand one to read the error.</p>")
     trajs = "".join(render_trajectory(r) for r in results["trajectories"])
     body = (f"<h1>{e(title)}</h1><div class=\"sub\">{e(sub)}</div><h2>Per-env results</h2>{render_table(results)}"
             f'{macro}<h2>Trajectories</h2>{controls}<div id="trajectories">{trajs}</div>')

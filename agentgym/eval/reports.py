@@ -120,6 +120,11 @@ def render_markdown(results: dict[str, Any]) -> str:
     lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in table_rows(results)]
     if len(results["envs"]) > 1:
         lines += ["", f"Macro success (each env once): {_pct(results['summary']['macro_success_rate'])}"]
+    failed = [r for r in results["trajectories"] if r["trajectory"].get("error")]
+    if failed:
+        first = str(failed[0]["trajectory"]["error"]).strip().splitlines()[0][:300]
+        lines += ["", f"**{len(failed)} episode(s) failed** (policy or env error; they count as failures). "
+                      f"First: {_md_escape(failed[0]['env'])} seed {failed[0]['seed']}: `{first}`"]
     return "\n".join(lines) + "\n"
 
 

@@ -242,6 +242,8 @@ def run_eval(config: EvalConfig, policy: Any = None, chat: Any = None, progress:
     total = len(config.entries) * config.episodes * config.samples
     sink = None
     if work:
+        for entry in {id(e): e for e, _, _ in work}.values():
+            preflight(entry, config)
         if policy is None:
             policy, chat = load_eval_policy(config.policy)
         sink = _Sink(RecordLog(Path(config.out_dir) / TRAJECTORIES_FILE), _progress(total, len(records), progress))
@@ -258,6 +260,24 @@ def run_eval(config: EvalConfig, policy: Any = None, chat: Any = None, progress:
 
         run = replace(run, paths=write_all(run))
     return run
+
+
+def preflight(entry: SuiteEntry, config: EvalConfig) -> None:
+    """Make and reset one env before any model runs, so a bad split or kwarg is one clear error, not N failed
+    episodes."""
+    from agentgym.registration import make
+
+    env = None
+    try:
+        env = make(entry.env_id, max_turns=config.max_turns, **entry.kwargs)
+        env.reset(seed=config.seed, options={"split": config.split})
+    except Exception as exc:  # the env's own message says what it accepts
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"{entry.name} cannot start with --split {config.split!r} and kwargs {entry.kwargs}: "
+                          f"{message}") from exc
+    finally:
+        if env is not None:
+            env.close()
 
 
 def _run_batch(config: EvalConfig, entry: SuiteEntry, seeds: list[int], samples: list[int], policy: Any,

@@ -83,6 +83,43 @@ def test_more_episodes_extend_a_finished_eval(tmp_path):
     assert policy.requests - before == sum(r.trajectory.num_turns for r in grown.records if r.trajectory.seed == 13)
 
 
+def test_a_split_the_env_rejects_fails_before_any_episode(tmp_path, scratch_ids):
+    import agentgym
+    from agentgym.envs.toy.keydoor import KeyDoorEnv
+
+    class Picky(KeyDoorEnv):
+        def reset(self, *, seed=None, options=None):
+            if (options or {}).get("split") not in (None, "train", "test_seen"):
+                raise ValueError(f"unknown split {options['split']!r}; choose from train, test_seen")
+            return super().reset(seed=seed, options=options)
+
+    agentgym.register("test/Picky-v0", Picky, max_turns=10)
+    scratch_ids.append("test/Picky-v0")
+    policy = CountingOracle()
+    cfg = config(tmp_path, entries=resolve_envs(env_ids=["test/Picky-v0"])[1], episodes=2, samples=1)
+    with pytest.raises(ConfigError, match="test/Picky-v0 cannot start with --split 'test'.*choose from train"):
+        run_eval(cfg, policy=policy, progress=False)
+    assert policy.requests == 0
+    ok = run_eval(config(tmp_path, "ok", entries=cfg.entries, episodes=2, samples=1, split="test_seen"),
+                  policy=policy, progress=False)
+    assert ok.ran_now == 2 and all(r.trajectory.success for r in ok.records)
+
+
+def test_failed_episodes_are_reported_not_hidden(tmp_path):
+    from agentgym.eval.reports import render_markdown
+
+    def flaky(context):
+        raise RuntimeError("model server went away")
+
+    from agentgym.policies.scripted import ScriptedPolicy
+
+    run = run_eval(config(tmp_path, episodes=2, samples=1), policy=ScriptedPolicy(flaky), progress=False)
+    results = load_results(run.paths["results"])
+    assert results["summary"]["metrics"]["errors"] == 6 and results["summary"]["metrics"]["success_rate"] == 0.0
+    assert "**6 episode(s) failed**" in render_markdown(results) and "model server went away" in render_markdown(results)
+    assert "6 episode(s) failed" in open(run.paths["html"]).read()
+
+
 def test_resuming_a_different_eval_is_refused(tmp_path):
     run_eval(config(tmp_path, episodes=1, samples=1), policy=CountingOracle(), progress=False)
     with pytest.raises(ConfigError, match="different eval.*--no-resume"):
@@ -151,12 +188,12 @@ def household_suite():
 
 def test_oracle_and_random_on_the_household_suite(tmp_path, household_suite):
     name, entries = household_suite
-    oracle = run_eval(config(tmp_path, "oracle", policy="oracle", entries=tuple(entries), suite=name, episodes=3,
-                             samples=1), progress=False)
-    random_run = run_eval(config(tmp_path, "random", policy="random", entries=tuple(entries), suite=name,
-                                 episodes=3, samples=1), progress=False)
+    common = dict(entries=tuple(entries), suite=name, episodes=4, samples=1, split="test_unseen")
+    oracle = run_eval(config(tmp_path, "oracle", policy="oracle", **common), progress=False)
+    random_run = run_eval(config(tmp_path, "random", policy="random", **common), progress=False)
     oracle_results, random_results = load_results(oracle.paths["results"]), load_results(random_run.paths["results"])
     validate_results(oracle_results)
     assert all(e["metrics"]["success_rate"] == 1.0 for e in oracle_results["envs"])
+    assert oracle_results["summary"]["metrics"]["errors"] == 0 and oracle_results["summary"]["metrics"]["mean_turns"] > 2
     assert random_results["summary"]["metrics"]["success_rate"] <= 0.25
     json.dumps(random_results)  # plain JSON throughout
