@@ -10,6 +10,7 @@ on garbage) but answered with what was wrong. The oracle follows the game's walk
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,9 @@ class TextWorldEnv(TextEnv):
             return
         textworld = require("textworld", "textworld")
         self.close()
-        self._tw = textworld.start(path, request_infos=self._infos())
+        with warnings.catch_warnings():  # jericho warns it cannot track score; TextWorld tracks it itself
+            warnings.filterwarnings("ignore", message=".*is not fully supported.*")
+            self._tw = textworld.start(path, request_infos=self._infos())
         self._file = path
 
     def _game_for(self, seed: int) -> str:

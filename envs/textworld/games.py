@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -69,7 +70,9 @@ def game_path(spec: GameSpec, seed: int, directory: str | os.PathLike | None = N
         return target
     tmp = Path(tempfile.mkdtemp(prefix=".gen-", dir=folder))
     try:
-        built = _compile(spec, seed, tmp / target.name)
+        with warnings.catch_warnings():  # jericho's "unsupported game" notes while TextWorld records walkthroughs
+            warnings.filterwarnings("ignore", module="jericho")
+            built = _compile(spec, seed, tmp / target.name)
         os.replace(built.with_suffix(".json"), target.with_suffix(".json"))  # the .z8 last: it marks "done"
         os.replace(built, target)
     finally:

@@ -1,0 +1,148 @@
+"""The TextWorld adapter against real games made by TextWorld's generator (skipped without textworld)."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+pytest.importorskip("textworld")
+
+from agentgym.envs.textworld.env import TextWorldEnv, clean_feedback  # noqa: E402
+from agentgym.envs.textworld.games import GameSpec, game_path  # noqa: E402
+from agentgym.errors import ConfigError  # noqa: E402
+from agentgym.registration import make, suite  # noqa: E402
+
+SMALL = {"world_size": 2, "nb_objects": 3, "quest_length": 2}
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("tw-cache"))
+
+
+@pytest.fixture(scope="module")
+def small_game(cache):
+    return str(game_path(GameSpec(**SMALL), 5, cache))
+
+
+def play_oracle(env, seed=None, options=None):
+    obs, info = env.reset(seed=seed, options=options)
+    rewards = []
+    for _ in range(60):
+        action = env.oracle_action()
+        assert action in info["admissible_actions"], (action, info["admissible_actions"])
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert info["valid_action"], obs
+        rewards.append(reward)
+        if terminated or truncated:
+            break
+    return rewards, info
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_oracle_wins_generated_games_and_scores_arrive_as_rewards(cache, seed):
+    env = make("agentgym/TextWorld-v0", cache_dir=cache, **SMALL)
+    rewards, info = play_oracle(env, seed=seed)
+    assert info["success"] and sum(rewards) == info["max_score"] >= 1
+    assert info["reward_components"]["score"] == rewards[-1]
+    assert env.unwrapped.oracle_action() is None and info["admissible_actions"] == []
+    env.close()
+
+
+def test_dense_challenge_pays_score_turn_by_turn(cache):
+    env = TextWorldEnv(challenge="tw-simple", cache_dir=cache, win_reward=5.0)
+    rewards, info = play_oracle(env, seed=0)
+    paid = [r for r in rewards if r]
+    assert info["success"] and info["score"] == info["max_score"] > 2
+    assert len(paid) >= 3  # several turns earn points, not just the last one
+    assert sum(rewards) == info["max_score"] + 5.0 and info["reward_components"]["outcome"] == 5.0
+    env.close()
+
+
+def test_same_seed_same_game_even_when_generated_again(cache, tmp_path):
+    a = TextWorldEnv(cache_dir=cache, **SMALL)
+    b = TextWorldEnv(cache_dir=str(tmp_path), **SMALL)  # compiled afresh in another folder
+    obs_a, info_a = a.reset(seed=1)  # cached by the oracle test
+    obs_b, info_b = b.reset(seed=1)
+    assert obs_a == obs_b and info_a["admissible_actions"] == info_b["admissible_actions"]
+    assert a.oracle_plan() == b.oracle_plan() and info_a["task_id"] == info_b["task_id"]
+    assert [a.step(c)[0] for c in a.oracle_plan()] == [b.step(c)[0] for c in b.oracle_plan()]
+    a.close(), b.close()
+
+
+def test_existing_game_file_and_task_id(small_game):
+    env = make("agentgym/TextWorld-Game-v0", game=small_game)
+    rewards, info = play_oracle(env, seed=123)
+    assert info["success"] and info["task_id"].startswith("textworld/")
+    with pytest.raises(ConfigError):
+        TextWorldEnv(game="/no/such/game.z8")
+    with pytest.raises(ConfigError):
+        TextWorldEnv(challenge="tw-nope")
+    env.close()
+
+
+def test_bad_actions_never_reach_the_game_and_are_explained(small_game):
+    env = TextWorldEnv(game=small_game)
+    obs0, info0 = env.reset(seed=0)
+    for action in ("", "xyzzy", "x" * 1_000_000, "\ud800\x00 look", "<action>" * 500, None, "go to mars"):
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert obs.startswith("Nothing happens.") and not info["valid_action"] and reward == 0.0
+        assert not terminated and len(obs) < 600
+        obs.encode("utf-8")
+    first = env.oracle_action()
+    obs, _, _, _, info = env.step(f"I'll do this.\n<action>{first.upper()}</action>")
+    assert info["valid_action"]
+    env.close()
+
+
+def test_step_after_the_end_and_close_twice(small_game):
+    env = TextWorldEnv(game=small_game)
+    play_oracle(env, seed=0)
+    obs, reward, terminated, _, info = env.step("look")
+    assert terminated and reward == 0.0 and "reset" in obs
+    env.close()
+    env.close()
+
+
+def test_replan_after_a_detour(small_game):
+    plain, replanning = TextWorldEnv(game=small_game), TextWorldEnv(game=small_game, replan=True)
+    for env in (plain, replanning):
+        _, info = env.reset(seed=0)
+        detour = next(a for a in info["admissible_actions"] if a.startswith("examine"))
+        env.step(detour)
+    assert plain.oracle_action() is None  # off the walkthrough and no planner asked for
+    for _ in range(30):
+        _, _, terminated, _, info = replanning.step(replanning.oracle_action())
+        if terminated:
+            break
+    assert info["success"]
+    plain.close(), replanning.close()
+
+
+def test_state_anchor_and_listed_actions(small_game):
+    env = TextWorldEnv(game=small_game, anchor="state", list_actions=True)
+    obs, info = env.reset(seed=0)
+    assert obs.endswith("Admissible actions: " + ", ".join(info["admissible_actions"]))
+    key = info["anchor"]
+    examine = next(a for a in info["admissible_actions"] if a.startswith("examine"))
+    _, _, _, _, after = env.step(examine)  # looking changes the text but not the state
+    assert after["anchor"] == key and isinstance(hash(key), int)
+    env.close()
+
+
+def test_feedback_cleaning():
+    raw = "\nYou win.\n\n\n\n> -= Kitchen =-6/8\n*** The End ***\nWould you like to RESTART, RESTORE"
+    assert clean_feedback(raw) == "You win.\n\n*** The End ***"
+
+
+def test_suite_lists_the_textworld_ids():
+    ids = {e.env_id for e in suite("textworld")}
+    assert {"agentgym/TextWorld-v0", "agentgym/TextWorld-Simple-v0", "agentgym/TextWorld-Cooking-v0"} <= ids
+
+
+@pytest.mark.skipif(importlib.util.find_spec("agentgym.checker") is None, reason="agentgym.checker not built yet")
+def test_agentgym_check_passes(cache):
+    from agentgym.checker import check_env
+
+    report = check_env("agentgym/TextWorld-v0", cache_dir=cache, game_pool=1, **SMALL)
+    assert "oracle" in report.checks and "determinism" in report.checks
