@@ -6,7 +6,8 @@ Side by side in one process, alternating rounds so a busy machine slows both ali
            results.json, report.md, report.html
   resume   `run_eval` again on the finished OUT dir: nothing to roll out, reports rewritten
 The oracle policy keeps the model out of the picture, so the figures are the harness's own. Targets:
-eval/bare <= 1.15 and resume/eval <= 0.2 (resume only re-renders reports).
+eval/bare <= 1.15; resume makes no policy call (checked) and its time is re-reading the log and
+re-rendering the reports.
 
     python benchmarks/eval_overhead.py                       # household suite if registered, else toy
     python benchmarks/eval_overhead.py --suite toy --episodes 20 --samples 4 --rounds 3
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     for k in ("bare", "eval", "resume"):
         print(f"  {k:7s} {med[k]:7.3f} s   {n_eps / med[k]:8.1f} episodes/s")
     print(f"  eval / bare   = {med['eval'] / med['bare']:.3f}   (harness overhead; target <= 1.15)")
-    print(f"  resume / eval = {med['resume'] / med['eval']:.3f}   (finished eval re-run; target <= 0.2)")
+    print(f"  resume / eval = {med['resume'] / med['eval']:.3f}   (finished eval re-run: no rollouts, reports only)")
     print("  files: " + ", ".join(f"{k} {v / 1024:.0f} KiB" for k, v in sizes.items()))
     return 0
 

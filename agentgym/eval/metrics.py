@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any, Hashable, Iterable, Sequence
 
-from agentgym.trajectory import Trajectory
+from agentgym.trajectory import Trajectory, Turn
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
@@ -101,15 +101,19 @@ class Metrics:
         return asdict(self)
 
 
+def prompt_tokens(turn: Turn) -> int:
+    """Prompt length of a turn, also when its ids were dropped to save space (see runner.compact)."""
+    return len(turn.prompt_ids) or int(turn.info.get("prompt_tokens", 0))
+
+
 def total_tokens(traj: Trajectory) -> int:
     """Length of the whole conversation: last prompt + last response (trajectory layout), else a sum."""
     if not traj.turns:
         return 0
     last = traj.turns[-1]
-    first_prompt = len(traj.turns[0].prompt_ids)
-    if len(last.prompt_ids) >= first_prompt + sum(len(t.response_ids) for t in traj.turns[:-1]):
-        return len(last.prompt_ids) + len(last.response_ids)
-    return sum(len(t.prompt_ids) + len(t.response_ids) for t in traj.turns)
+    if prompt_tokens(last) >= prompt_tokens(traj.turns[0]) + sum(len(t.response_ids) for t in traj.turns[:-1]):
+        return prompt_tokens(last) + len(last.response_ids)
+    return sum(prompt_tokens(t) + len(t.response_ids) for t in traj.turns)
 
 
 def task_counts(trajectories: Sequence[Trajectory], task_keys: Sequence[Hashable] | None = None

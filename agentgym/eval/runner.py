@@ -15,8 +15,10 @@ from typing import Any, Sequence
 
 from agentgym.errors import ConfigError
 from agentgym.registration import SuiteEntry
-from agentgym.trajectory import Trajectory
+from agentgym.trajectory import Trajectory, Turn
 
+_TRAJ_FIELDS = tuple(f for f in Trajectory.__dataclass_fields__ if f != "turns")
+_TURN_FIELDS = tuple(f for f in Turn.__dataclass_fields__ if f != "anchor")
 TRAJECTORIES_FILE = "trajectories.jsonl"
 CONFIG_FILE = "eval_config.json"
 DEFAULT_SEED = 1_000_000  # held out: training draws its tasks from seeds counting up from 0 (as the trainer's eval)
@@ -46,6 +48,7 @@ class EvalConfig:
     max_context_tokens: int | None = 8192    # an episode whose next prompt would not fit ends (context_full)
     max_observation_tokens: int | None = None  # observations truncated to this many tokens
     resume: bool = True                      # reuse OUT's finished episodes; False starts afresh
+    keep_prompt_ids: bool = False            # store every turn's prompt token ids (large; for debugging)
 
     def __post_init__(self) -> None:
         checks = [(self.episodes >= 1, f"--episodes must be >= 1, got {self.episodes}"),
@@ -94,11 +97,31 @@ class EvalRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {"env": self.env, "seed": self.trajectory.seed, "sample": self.trajectory.sample_index,
-                "trajectory": self.trajectory.to_dict()}
+                "trajectory": trajectory_dict(self.trajectory)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EvalRecord:
         return cls(d["env"], Trajectory.from_dict(d["trajectory"]))
+
+
+def _jsonable(value: Any) -> Any:
+    return value if value is None or isinstance(value, (str, int, float, bool)) else repr(value)
+
+
+def trajectory_dict(traj: Trajectory) -> dict[str, Any]:
+    """`Trajectory.to_dict` without `dataclasses.asdict`'s deep copies (10x faster on long token lists)."""
+    d = {name: getattr(traj, name) for name in _TRAJ_FIELDS}
+    d["turns"] = [{**{name: getattr(t, name) for name in _TURN_FIELDS}, "anchor": _jsonable(t.anchor)}
+                  for t in traj.turns]
+    return d
+
+
+def compact(traj: Trajectory) -> Trajectory:
+    """Drop per-turn prompt ids (in the trajectory layout they repeat the whole conversation every turn,
+    so they grow quadratically); keep their count in `info["prompt_tokens"]` for the token metrics."""
+    turns = tuple(replace(t, prompt_ids=(), info={**t.info, "prompt_tokens": len(t.prompt_ids)})
+                  if t.prompt_ids else t for t in traj.turns)
+    return replace(traj, turns=turns)
 
 
 @dataclass(frozen=True)
@@ -294,7 +317,8 @@ def _run_batch(config: EvalConfig, entry: SuiteEntry, seeds: list[int], samples:
             if (traj.seed, traj.sample_index) in seen:
                 return
             seen.add((traj.seed, traj.sample_index))
-        sink.add(EvalRecord(entry.name, replace(traj, sample_index=samples[traj.sample_index])))
+        traj = replace(traj, sample_index=samples[traj.sample_index])
+        sink.add(EvalRecord(entry.name, traj if config.keep_prompt_ids else compact(traj)))
 
     sampling = SamplingParams(temperature=config.sampling_temperature, max_tokens=config.max_tokens,
                               seed=config.seed)

@@ -120,6 +120,18 @@ def test_failed_episodes_are_reported_not_hidden(tmp_path):
     assert "6 episode(s) failed" in open(run.paths["html"]).read()
 
 
+def test_prompt_ids_are_dropped_by_default_without_changing_token_metrics(tmp_path):
+    full = run_eval(config(tmp_path, "full", episodes=2, keep_prompt_ids=True), policy=OraclePolicy(), progress=False)
+    lean = run_eval(config(tmp_path, "lean", episodes=2), policy=OraclePolicy(), progress=False)
+    metrics = [load_results(r.paths["results"])["envs"] for r in (full, lean)]
+    assert [e["metrics"]["mean_total_tokens"] for e in metrics[0]] == [e["metrics"]["mean_total_tokens"] for e in metrics[1]]
+    assert metrics[0][0]["metrics"]["mean_total_tokens"] > 0
+    lean_turn = lean.records[0].trajectory.turns[-1]
+    full_turn = full.records[0].trajectory.turns[-1]
+    assert lean_turn.prompt_ids == () and lean_turn.info["prompt_tokens"] == len(full_turn.prompt_ids) > 0
+    assert lean_turn.response_ids == full_turn.response_ids
+
+
 def test_resuming_a_different_eval_is_refused(tmp_path):
     run_eval(config(tmp_path, episodes=1, samples=1), policy=CountingOracle(), progress=False)
     with pytest.raises(ConfigError, match="different eval.*--no-resume"):
