@@ -75,7 +75,13 @@ class TextWorldEnv(TextEnv):
         self.close()
         with warnings.catch_warnings():  # jericho warns it cannot track score; TextWorld tracks it itself
             warnings.filterwarnings("ignore", message=".*is not fully supported.*")
-            self._tw = textworld.start(path, request_infos=self._infos())
+            try:
+                self._tw = textworld.start(path, request_infos=self._infos())
+            except NotImplementedError as exc:  # Glulx (.ulx) games: TextWorld >= 1.7 dropped their interpreter
+                raise ConfigError(f"cannot play {path!r} with textworld {textworld.__version__}: {exc} "
+                                  "(pip install 'textworld<1.7' for .ulx games, or use a .z8 game)") from exc
+            except ValueError as exc:
+                raise ConfigError(f"cannot play {path!r}: {exc}; TextWorld plays .z1-.z8 games") from exc
         self._file = path
 
     def _game_for(self, seed: int) -> str:

@@ -81,6 +81,14 @@ def test_existing_game_file_and_task_id(small_game):
     env.close()
 
 
+def test_unplayable_game_files_get_a_one_line_fix(tmp_path):
+    for name, says in (("old.ulx", "textworld<1.7"), ("notes.txt", ".z8")):
+        path = tmp_path / name
+        path.write_bytes(b"not a game")
+        with pytest.raises(ConfigError, match=says.replace(".", r"\.")):
+            TextWorldEnv(game=str(path)).reset(seed=0)
+
+
 def test_bad_actions_never_reach_the_game_and_are_explained(small_game):
     env = TextWorldEnv(game=small_game)
     obs0, info0 = env.reset(seed=0)
