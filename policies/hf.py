@@ -1,0 +1,234 @@
+"""`hf`: batched generation with a transformers causal LM on CPU or GPU, token ids in and out.
+
+The sampling loop is written here rather than borrowed from `model.generate`, because the rollout
+needs per-request things `generate` cannot do in one batch: a seed, temperature, top-p, max-tokens and
+stop strings per request, and the log-probability of every sampled token.
+
+Prompts are left-padded into one batch (position ids from the attention mask, so padding never moves a
+token's position), the prompt is run once and the KV cache carries the rest; finished rows are dropped
+from the batch and the cache as they end.
+
+Logprobs: `log_softmax(logits / T)[token]` over the whole vocabulary, where T is the request's
+temperature (T = 1 for greedy, T = 0), before top-p truncation. That is the number a PPO trainer
+recomputes from the same prompt + response with the same temperature, so the importance ratio starts at
+exactly 1 (up to float noise) for on-policy data.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from agentgym.errors import PolicyError, require
+from agentgym.policies.base import BasePolicy, Generation, GenerationRequest, SamplingParams
+from agentgym.policies.models import DEFAULT_MODEL, default_device, default_dtype, load_model_and_tokenizer
+
+
+@dataclass
+class _Row:
+    """One request's mutable state while it is being generated."""
+
+    index: int
+    prompt: list[int]
+    sampling: SamplingParams
+    generator: Any
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish: str | None = None
+    max_new: int = 0
+
+
+def eos_ids(tokenizer: Any, model: Any = None) -> frozenset[int]:
+    """Every id that ends a turn: the tokenizer's EOS plus the model's generation-config EOS ids."""
+    ids: set[int] = set()
+    for value in (getattr(tokenizer, "eos_token_id", None),
+                  getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    return frozenset(ids)
+
+
+def top_p_filter(probs: Any, top_p: float) -> Any:
+    """Zero the tail of `probs` (1-D) outside the smallest set whose mass reaches `top_p`; renormalise."""
+    if top_p >= 1.0:
+        return probs
+    sorted_probs, order = probs.sort(descending=True)
+    cumulative = sorted_probs.cumsum(-1)
+    drop = cumulative - sorted_probs >= top_p  # keep every token needed to reach top_p, at least one
+    sorted_probs = sorted_probs.masked_fill(drop, 0.0)
+    kept = probs.new_zeros(probs.shape).scatter(-1, order, sorted_probs)
+    return kept / kept.sum()
+
+
+def hit_stop(text: str, stops: Sequence[str], searched: int) -> bool:
+    """True when a stop string appears in `text` at or after where a new match could start."""
+    return any(s and s in text[max(0, searched - len(s) + 1):] for s in stops)
+
+
+class HFPolicy(BasePolicy):
+    """Batched, KV-cached generation with a transformers model; shares `.model` with the trainer."""
+
+    def __init__(self, model: Any, tokenizer: Any, device: str | None = None, dtype: Any = None,
+                 max_batch_size: int = 64) -> None:
+        torch = require("torch", "hf")
+        self.model, self.tokenizer = model, tokenizer
+        self.device = torch.device(device) if device else next(model.parameters()).device
+        if device is not None:
+            self.model.to(self.device)
+        if dtype is not None:
+            self.model.to(dtype)
+        self.max_batch_size = max_batch_size
+        self.eos_token_ids = eos_ids(tokenizer, model)
+        pad = getattr(tokenizer, "pad_token_id", None)
+        self.pad_id = pad if pad is not None else (min(self.eos_token_ids) if self.eos_token_ids else 0)
+        self.max_context = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
+        self._lock = threading.Lock()  # one forward pass at a time: concurrent ones only thrash the CPU
+
+    @classmethod
+    def from_pretrained(cls, name: str = DEFAULT_MODEL, device: str | None = None, dtype: Any = None,
+                        **kwargs: Any) -> "HFPolicy":
+        """Load a model spec (embedded name, local folder, .gguf file or hub id); fp32 on CPU, bf16 on GPU."""
+        device = device or default_device()
+        model, tokenizer = load_model_and_tokenizer(name, device, dtype or default_dtype(device))
+        return cls(model, tokenizer, **kwargs)
+
+    def chat_format(self) -> Any:
+        from agentgym.chat import ChatFormat  # lazy: the chat module is only needed by the rollout
+
+        return ChatFormat.from_tokenizer(self.tokenizer)
+
+    def update_weights(self, state_dict: Any) -> None:
+        """Copy new weights in; a no-op when the trainer trains this very module in place."""
+        torch = require("torch", "hf")
+        if state_dict is None or state_dict is self.model:
+            return
+        if isinstance(state_dict, torch.nn.Module):
+            state_dict = state_dict.state_dict()
+        own = self.model.state_dict()
+        unknown = [k for k in state_dict if k not in own]
+        if unknown:
+            raise PolicyError(f"update_weights got {len(unknown)} names this model does not have, e.g. "
+                              f"{unknown[:3]}; merge LoRA adapters (merge_and_unload) before pushing weights")
+        with torch.no_grad():
+            for name, tensor in state_dict.items():
+                if own[name].data_ptr() != tensor.data_ptr():
+                    own[name].copy_(tensor)
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        results: list[Generation | None] = [None] * len(requests)
+        rows = []
+        for i, request in enumerate(requests):
+            error = self._check(request)
+            if error:
+                results[i] = Generation((), "", (), "error", error)
+            else:
+                rows.append(self._new_row(i, request))
+        rows.sort(key=lambda r: len(r.prompt))  # similar lengths share a batch: less padding
+        with self._lock:
+            for start in range(0, len(rows), self.max_batch_size):
+                chunk = rows[start:start + self.max_batch_size]
+                self._generate_batch(chunk)
+                for row in chunk:
+                    results[row.index] = self._finish(row)
+        return results  # type: ignore[return-value]
+
+    def _check(self, request: GenerationRequest) -> str | None:
+        if not request.prompt_ids:
+            return "empty prompt: the hf policy needs prompt token ids (is the chat format set?)"
+        vocab = self.model.get_input_embeddings().num_embeddings
+        bad = [t for t in request.prompt_ids if not 0 <= int(t) < vocab]
+        if bad:
+            return f"prompt has token ids outside the vocabulary [0, {vocab}): {bad[:5]}"
+        if self.max_context and len(request.prompt_ids) >= self.max_context:
+            return f"prompt of {len(request.prompt_ids)} tokens fills the model's context of {self.max_context}"
+        return None
+
+    def _new_row(self, index: int, request: GenerationRequest) -> _Row:
+        torch = require("torch", "hf")
+        sampling = request.sampling
+        generator = None
+        if sampling.seed is not None:
+            generator = torch.Generator(device=self.device).manual_seed(int(sampling.seed))
+        max_new = sampling.max_tokens
+        if self.max_context:
+            max_new = min(max_new, self.max_context - len(request.prompt_ids))
+        return _Row(index, [int(t) for t in request.prompt_ids], sampling, generator, max_new=max_new)
+
+    def _finish(self, row: _Row) -> Generation:
+        shown = row.tokens[:-1] if row.tokens and row.tokens[-1] in self.eos_token_ids else row.tokens
+        text = self.tokenizer.decode(shown, skip_special_tokens=False)
+        return Generation(tuple(row.tokens), text, tuple(row.logprobs), row.finish or "length")
+
+    def _generate_batch(self, rows: list[_Row]) -> None:
+        torch = require("torch", "hf")
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                self._decode_loop(rows)
+        finally:
+            self.model.train(was_training)
+
+    def _prefill(self, rows: list[_Row]) -> tuple[Any, Any, Any]:
+        """Run the left-padded prompts once; returns (last logits, attention mask, KV cache)."""
+        torch = require("torch", "hf")
+        width = max(len(r.prompt) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for b, row in enumerate(rows):
+            ids[b, width - len(row.prompt):] = torch.tensor(row.prompt)
+            mask[b, width - len(row.prompt):] = 1
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        return out.logits[:, -1, :].float(), mask, out.past_key_values
+
+    def _decode_loop(self, rows: list[_Row]) -> None:
+        torch = require("torch", "hf")
+        logits, mask, cache = self._prefill(rows)
+        active = list(range(len(rows)))  # batch position -> index into rows
+        while True:
+            tokens = [self._sample(rows[r], logits[b]) for b, r in enumerate(active)]
+            keep = [b for b, r in enumerate(active) if rows[r].finish is None]
+            if not keep:
+                return
+            if len(keep) < len(active):  # drop finished rows from the batch and the cache
+                index = torch.tensor(keep, device=self.device)
+                cache.batch_select_indices(index)
+                mask = mask.index_select(0, index)
+                active = [active[b] for b in keep]
+                tokens = [tokens[b] for b in keep]
+            mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
+            positions = mask.sum(-1, keepdim=True) - 1
+            step_ids = torch.tensor(tokens, device=self.device).unsqueeze(1)
+            out = self.model(input_ids=step_ids, attention_mask=mask, position_ids=positions,
+                             past_key_values=cache, use_cache=True)
+            logits, cache = out.logits[:, -1, :].float(), out.past_key_values
+
+    def _sample(self, row: _Row, logits: Any) -> int:
+        """Pick the next token of one row, record it and its logprob, and mark the row finished if due."""
+        torch = require("torch", "hf")
+        temperature = row.sampling.temperature
+        scaled = logits / temperature if temperature > 0 else logits
+        logprobs = torch.log_softmax(scaled, dim=-1)
+        if temperature == 0:
+            token = int(torch.argmax(logprobs))
+        else:
+            probs = top_p_filter(logprobs.exp(), row.sampling.top_p)
+            token = int(torch.multinomial(probs, 1, generator=row.generator))
+        row.tokens.append(token)
+        row.logprobs.append(float(logprobs[token]))
+        if token in self.eos_token_ids:
+            row.finish = "stop"
+        elif row.sampling.stop and self._stopped(row):
+            row.finish = "stop"
+        elif len(row.tokens) >= row.max_new:
+            row.finish = "length"
+        return token
+
+    def _stopped(self, row: _Row) -> bool:
+        before = len(self.tokenizer.decode(row.tokens[:-1], skip_special_tokens=False))
+        text = self.tokenizer.decode(row.tokens, skip_special_tokens=False)
+        return hit_stop(text, row.sampling.stop, before)
