@@ -18,6 +18,7 @@ from agentgym.errors import ConfigError
 from agentgym.tools import extract_tag
 
 MAX_ACTION_CHARS = 4000  # only the tail of a huge action is read
+GOAL_VERBS = frozenset({"put", "go", "take", "use"})  # the only operations that can make a goal hold
 
 
 class HouseholdEnv(TextEnv):
@@ -81,14 +82,15 @@ class HouseholdEnv(TextEnv):
             obs = "The episode is over; reset the environment to start a new task."
             obs, info = self._finish(obs, make_info(success=True, valid_action=False))
             return obs, 0.0, True, False, info
-        cmd = engine.normalize(_command_text(action))
-        op = self._acts.get(cmd)
-        components: dict[str, float] = {}
+        op = self._acts.get(action) if isinstance(action, str) else None  # fast path: an exact admissible command
+        why = ""
         if op is None:
-            op, why = engine.parse(w, cmd)
-            why = why or engine.check(w, op)
-        else:
-            why = ""
+            cmd = engine.normalize(_command_text(action))
+            op = self._acts.get(cmd)
+            if op is None:
+                op, why = engine.parse(w, cmd)
+                why = why or engine.check(w, op)
+        components: dict[str, float] = {}
         if why:
             obs = f"Nothing happens. {why}"
             if self.invalid_penalty:
@@ -97,7 +99,7 @@ class HouseholdEnv(TextEnv):
             obs = engine.execute(w, op)
             self._acts = engine.admissible(w, self._gotos, self._go_ops)
             self._reward_progress(w, components)
-        success = oracle.success(w)
+        success = not why and op[0] in GOAL_VERBS and oracle.success(w)
         if success:
             self._done = True
             components["outcome"] = self.success_reward
@@ -165,3 +167,17 @@ def _parse_task_id(task_id: str) -> tuple[str, int]:
     if len(parts) < 3 or parts[0] != "household" or parts[1] not in cat.SPLITS or not parts[-1].isdigit():
         raise ConfigError(f"bad household task_id {task_id!r}; expected 'household/<split>/.../<seed>'")
     return parts[1], int(parts[-1])
+
+
+def demonstrations(seeds: list[int], **env_kwargs: Any) -> list[list[tuple[str, str]]]:
+    """Oracle demonstrations: per seed, the (observation, action) pairs of a successful episode."""
+    env = HouseholdEnv(**env_kwargs)
+    episodes = []
+    for seed in seeds:
+        obs, _ = env.reset(seed=seed)
+        pairs = []
+        for action in env.oracle_plan():
+            pairs.append((obs, action))
+            obs, _, _, _, _ = env.step(action)
+        episodes.append(pairs)
+    return episodes

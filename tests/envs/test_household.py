@@ -317,3 +317,16 @@ def test_step_after_success_is_harmless():
         env.step(action)
     obs, reward, terminated, _, info = env.step("look")
     assert terminated and reward == 0.0 and "reset" in obs and env.oracle_action() is None
+
+
+def test_demonstrations_replay_to_success():
+    from agentgym.envs.household.env import demonstrations
+
+    episodes = demonstrations([0, 1, 2], split="test_unseen", task_types="look_at_obj_in_light")
+    env = HouseholdEnv(split="test_unseen", task_types="look_at_obj_in_light")
+    for seed, pairs in zip([0, 1, 2], episodes):
+        obs, _ = env.reset(seed=seed)
+        for expected_obs, action in pairs:
+            assert obs == expected_obs
+            obs, _, terminated, _, info = env.step(action)
+        assert terminated and info["success"]
