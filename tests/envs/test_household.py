@@ -104,8 +104,9 @@ def test_task_id_option_rebuilds_the_task():
     env = HouseholdEnv(split="test_unseen")
     _, info = env.reset(seed=11)
     plan = env.oracle_plan()
-    _, again = HouseholdEnv().reset(options={"task_id": info["task_id"]})
-    assert again["task_id"] == info["task_id"]
+    other = HouseholdEnv()
+    _, again = other.reset(options={"task_id": info["task_id"]})
+    assert again["task_id"] == info["task_id"] and other.oracle_plan() == plan
     with pytest.raises(ConfigError):
         env.reset(options={"task_id": "nonsense"})
 
