@@ -9,8 +9,7 @@ was not started with) and never take the server down. Endpoints are plain `def`,
 on its thread pool and concurrent clients are served in parallel (BM25 scoring releases the GIL in numpy).
 Start it with `agentgym serve retrieval --corpus ...`, `ServerThread` (in-process), or `launch_server`.
 """
-from __future__ import annotations
-
+# no `from __future__ import annotations`: FastAPI must see the request models as classes, not strings
 import atexit
 import subprocess
 import sys
@@ -92,7 +91,7 @@ class ServerThread:
         self.host = host
         self.thread = threading.Thread(target=self.server.run, daemon=True, name="retrieval-server")
 
-    def start(self, timeout_s: float = 30.0) -> ServerThread:
+    def start(self, timeout_s: float = 30.0) -> "ServerThread":
         self.thread.start()
         deadline = time.monotonic() + timeout_s
         while not self.server.started:
@@ -113,7 +112,7 @@ class ServerThread:
         self.server.should_exit = True
         self.thread.join(timeout=10)
 
-    def __enter__(self) -> ServerThread:
+    def __enter__(self) -> "ServerThread":
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
