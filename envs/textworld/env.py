@@ -23,6 +23,7 @@ MAX_ACTION_CHARS = 4000
 _PROMPT_LINE = re.compile(r"^\s*>.*$", re.M)  # the interpreter's prompt and status bar
 _GAP = re.compile(r"\n{3,}")
 _END = "Would you like to RESTART"
+_ARTICLES = re.compile(r"\b(?:the|a|an|some) ")
 
 
 def clean_feedback(text: str) -> str:
@@ -119,6 +120,8 @@ class TextWorldEnv(TextEnv):
             return self._finish_step(obs, {}, valid=False)
         command = _command_text(action)
         admissible = self._state.admissible_commands or []
+        if command not in admissible:  # "take the key from the box" -> "take key from box"
+            command = next((a for a in admissible if _ARTICLES.sub("", a) == _ARTICLES.sub("", command)), command)
         if command not in admissible:
             return self._finish_step(self._invalid(command, admissible), {}, valid=False)
         self._state, _, done = self._tw.step(command)

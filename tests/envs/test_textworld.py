@@ -100,6 +100,10 @@ def test_bad_actions_never_reach_the_game_and_are_explained(small_game):
     first = env.oracle_action()
     obs, _, _, _, info = env.step(f"I'll do this.\n<action>{first.upper()}</action>")
     assert info["valid_action"]
+    second = env.oracle_action()
+    words = second.split()
+    with_articles = " ".join([words[0], "the"] + words[1:])  # "take the key from box"
+    assert env.step(with_articles)[4]["valid_action"], with_articles
     env.close()
 
 
