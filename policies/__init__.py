@@ -1,5 +1,11 @@
-"""Policies: `hf`, `vllm`, `openai`, `scripted`, `random`, `oracle` backends behind one protocol."""
+"""Policies: `hf`, `vllm`, `openai`, `scripted`, `random`, `oracle` backends behind one protocol.
+
+`load_policy("hf:smollm2-135m-instruct")` and friends build any of them from one spec string; the
+backends themselves import their heavy dependencies only when built.
+"""
 from agentgym.policies.base import (BasePolicy, EnvContext, Generation, GenerationRequest, Policy,
                                     SamplingParams)
+from agentgym.policies.registry import load_policy
 
-__all__ = ["BasePolicy", "EnvContext", "Generation", "GenerationRequest", "Policy", "SamplingParams"]
+__all__ = ["BasePolicy", "EnvContext", "Generation", "GenerationRequest", "Policy", "SamplingParams",
+           "load_policy"]

@@ -1,0 +1,136 @@
+"""`load_policy(spec)`: one string names any policy, for the CLI, eval and train configs.
+
+Specs:
+  hf[:MODEL]                   transformers (MODEL: smollm2-135m-instruct (default), a folder, a .gguf, a hub id)
+  checkpoint:DIR               a training checkpoint (DIR/model in HF format, or DIR/latest -> step folder)
+  openai:URL[#MODEL]           an OpenAI-compatible server; pass tokenizer=... (object or model spec)
+  vllm:MODEL                   the in-process vLLM engine (GPU)
+  random | oracle              a random admissible action / the env's oracle action
+  scripted:FILE_OR_MODULE:FUNC a function (EnvContext) -> str from a .py file or an importable module
+Keyword arguments go to the backend's constructor.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from pathlib import Path
+from typing import Any, Callable
+
+from agentgym.errors import ConfigError
+from agentgym.policies.base import BasePolicy
+
+KINDS = ("hf", "checkpoint", "openai", "vllm", "random", "oracle", "scripted")
+
+
+def _hf(arg: str, **kwargs: Any) -> BasePolicy:
+    from agentgym.policies.hf import HFPolicy
+    from agentgym.policies.models import DEFAULT_MODEL
+
+    return HFPolicy.from_pretrained(arg or DEFAULT_MODEL, **kwargs)
+
+
+def checkpoint_model_dir(arg: str) -> str:
+    """The HF model folder of a checkpoint dir (DIR/model, following DIR/latest when present)."""
+    path = Path(arg).expanduser()
+    if (path / "latest").is_file():
+        path = path / (path / "latest").read_text().strip()
+    if (path / "model" / "config.json").is_file():
+        return str(path / "model")
+    if (path / "config.json").is_file():
+        return str(path)
+    raise ConfigError(f"checkpoint:{arg}: no model/config.json there; pass a training checkpoint folder "
+                      f"(one holding model/ in HF save_pretrained format)")
+
+
+def _checkpoint(arg: str, **kwargs: Any) -> BasePolicy:
+    return _hf(checkpoint_model_dir(arg), **kwargs)
+
+
+def _openai(arg: str, **kwargs: Any) -> BasePolicy:
+    from agentgym.policies.openai import OpenAIPolicy
+
+    url, _, model = arg.partition("#")
+    tokenizer = kwargs.pop("tokenizer", None)
+    if isinstance(tokenizer, str):  # a model spec: load its tokenizer
+        from agentgym.policies.models import load_tokenizer
+
+        tokenizer = load_tokenizer(tokenizer)
+    return OpenAIPolicy(url, model or kwargs.pop("model", None), tokenizer, **kwargs)
+
+
+def _vllm(arg: str, **kwargs: Any) -> BasePolicy:
+    from agentgym.policies.vllm import VLLMPolicy
+
+    return VLLMPolicy(arg, **kwargs)
+
+
+def _random(arg: str, **kwargs: Any) -> BasePolicy:
+    from agentgym.policies.scripted import RandomPolicy
+
+    if arg:
+        kwargs.setdefault("seed", int(arg) if arg.lstrip("-").isdigit() else _bad("random", arg, "random[:SEED]"))
+    return RandomPolicy(**kwargs)
+
+
+def _oracle(arg: str, **kwargs: Any) -> BasePolicy:
+    from agentgym.policies.scripted import OraclePolicy
+
+    return OraclePolicy(**kwargs)
+
+
+def load_function(target: str) -> Callable[..., Any]:
+    """`FILE.py:FUNC` or `package.module:FUNC` -> the function."""
+    where, _, name = target.rpartition(":")
+    if not where or not name:
+        _bad("scripted", target, "scripted:FILE_OR_MODULE:FUNC")
+    if where.endswith(".py") or Path(where).is_file():
+        path = Path(where).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"scripted:{target}: file {path} does not exist")
+        spec = importlib.util.spec_from_file_location(f"agentgym_scripted_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as exc:
+            raise ConfigError(f"scripted:{target}: cannot import {where!r} ({exc})") from exc
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise ConfigError(f"scripted:{target}: {where} has no function {name!r}")
+    return fn
+
+
+def _scripted(arg: str, **kwargs: Any) -> BasePolicy:
+    from agentgym.policies.scripted import ScriptedPolicy
+
+    return ScriptedPolicy(load_function(arg), **kwargs)
+
+
+def _bad(kind: str, arg: str, form: str) -> Any:
+    raise ConfigError(f"bad {kind} policy spec {kind}:{arg!r}; write it as {form}")
+
+
+_BUILDERS: dict[str, Callable[..., BasePolicy]] = {
+    "hf": _hf, "checkpoint": _checkpoint, "openai": _openai, "vllm": _vllm,
+    "random": _random, "oracle": _oracle, "scripted": _scripted,
+}
+_NEEDS_ARG = {"checkpoint": "checkpoint:DIR", "openai": "openai:URL[#MODEL]", "vllm": "vllm:MODEL",
+              "scripted": "scripted:FILE_OR_MODULE:FUNC"}
+
+
+def load_policy(spec: str, **kwargs: Any) -> BasePolicy:
+    """Build the policy a spec string names (see the module docstring); kwargs go to its constructor."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(f"policy spec must be a non-empty string like 'hf:smollm2-135m-instruct', got {spec!r}")
+    kind, _, arg = spec.strip().partition(":")
+    kind = kind.lower()
+    if kind not in _BUILDERS:
+        import difflib
+
+        near = difflib.get_close_matches(kind, KINDS, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise ConfigError(f"unknown policy kind {kind!r} in {spec!r}{hint}; use one of {', '.join(KINDS)}")
+    if kind in _NEEDS_ARG and not arg:
+        raise ConfigError(f"policy spec {spec!r} is missing its argument; write it as {_NEEDS_ARG[kind]}")
+    return _BUILDERS[kind](arg, **kwargs)
