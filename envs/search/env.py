@@ -89,6 +89,7 @@ class SearchEnv(ToolEnv):
         self.question: Question | None = None
         self.seen: set[str] = set()
         self._turn_ids: list[str] = []
+        self._answer_scores: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ tools
     @property
@@ -158,7 +159,8 @@ class SearchEnv(ToolEnv):
             hops = options.get("difficulty", self.hops)
             self.question = make_question(generate_world(self.world_seed, self.world_size), int(index),
                                           hops, self.kind, split)
-        self.seen, self._turn_ids = set(), []
+        self.seen, self._turn_ids, self._answer_scores = set(), [], {}
+        _ = self.retriever  # build (or connect) now, not inside the first search's tool time limit
         q = self.question
         return f"Question: {q.question}", make_info(task_id=q.id, anchor=("question", q.id), hops=q.hops,
                                                       kind=q.kind)
@@ -169,7 +171,7 @@ class SearchEnv(ToolEnv):
         info["retrieved"] = list(self._turn_ids)
         if self._turn_ids:
             info["anchor"] = tuple(self._turn_ids)
-        info.update(getattr(self, "_answer_scores", {}))
+        info.update(self._answer_scores)
         self.seen.update(self._turn_ids)
         return obs, reward, terminated, truncated, info
 

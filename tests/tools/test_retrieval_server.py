@@ -129,3 +129,23 @@ def test_serve_cli_parses_and_rejects_bad_ports():
     args = build_parser().parse_args(["serve", "retrieval", "--corpus", "generated:0:tiny", "--port", "0", "--dense"])
     assert args.corpus == "generated:0:tiny" and args.port == 0 and args.dense and args.host == "127.0.0.1"
     assert main(["serve", "retrieval", "--port", "70000"]) == 2
+
+
+def test_auto_starts_one_shared_server_process_via_the_cli():
+    from agentgym.tools.retrieval.server import _LAUNCHED, _stop, launch_server
+
+    env = agentgym.make("agentgym/Search-2Hop-v0", world_size="tiny", retriever_url="auto")
+    try:
+        env.reset(seed=0)
+        url = env.unwrapped.retriever.url
+        assert url == launch_server("generated:0:tiny")  # the same child serves every env of that corpus
+        assert RetrievalClient(url).health()["corpus"] == "generated:0:tiny"
+        reward, done = 0.0, False
+        while not done:
+            _, reward, terminated, truncated, _ = env.step(env.oracle_action())
+            done = terminated or truncated
+        assert reward == 1.0
+    finally:
+        for proc, _ in _LAUNCHED.values():
+            _stop(proc)
+        _LAUNCHED.clear()
