@@ -10,6 +10,7 @@ on garbage) but answered with what was wrong. The oracle follows the game's walk
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 import warnings
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,14 @@ _PROMPT_LINE = re.compile(r"^\s*>.*$", re.M)  # the interpreter's prompt and sta
 _GAP = re.compile(r"\n{3,}")
 _END = "Would you like to RESTART"
 _ARTICLES = re.compile(r"\b(?:the|a|an|some) ")
+
+
+@contextmanager
+def _quiet_jericho():
+    """Jericho warns that it cannot track score or walkthroughs of TextWorld games; TextWorld does both."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module="jericho")
+        yield
 
 
 def clean_feedback(text: str) -> str:
@@ -74,8 +83,7 @@ class TextWorldEnv(TextEnv):
             return
         textworld = require("textworld", "textworld")
         self.close()
-        with warnings.catch_warnings():  # jericho warns it cannot track score; TextWorld tracks it itself
-            warnings.filterwarnings("ignore", message=".*is not fully supported.*")
+        with _quiet_jericho():
             try:
                 self._tw = textworld.start(path, request_infos=self._infos())
             except NotImplementedError as exc:  # Glulx (.ulx) games: TextWorld >= 1.7 dropped their interpreter
@@ -100,7 +108,8 @@ class TextWorldEnv(TextEnv):
             game_seed = _seed_from_task_id(str(options["task_id"]))
         path = str(options["game"]) if "game" in options else self._game_for(game_seed)
         self._open(path)
-        self._state = state = self._tw.reset()
+        with _quiet_jericho():
+            self._state = state = self._tw.reset()
         self._done, self._history, self._score = False, [], int(state.score or 0)
         self.task_id = f"textworld/{Path(path).stem}" + ("" if self.game or "game" in options else f"/{game_seed}")
         obs = f"{state.objective}\n\n{clean_feedback(state.description)}".strip()
@@ -124,7 +133,8 @@ class TextWorldEnv(TextEnv):
             command = next((a for a in admissible if _ARTICLES.sub("", a) == _ARTICLES.sub("", command)), command)
         if command not in admissible:
             return self._finish_step(self._invalid(command, admissible), {}, valid=False)
-        self._state, _, done = self._tw.step(command)
+        with _quiet_jericho():
+            self._state, _, done = self._tw.step(command)
         self._history.append(command)
         score = int(self._state.score or 0)
         components = {"score": (score - self._score) * self.score_reward} if score != self._score else {}
