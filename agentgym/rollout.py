@@ -230,13 +230,14 @@ def _resolve_chat(policy: Any, chat: ChatFormat | None) -> ChatFormat:
     return getattr(policy, "chat", None) or ChatFormat.simple()
 
 
-def rollout(env: str | Callable[[], Any], policy: Any, chat: ChatFormat | None, seeds: Sequence[int],
+def rollout(env: str | Callable[[], Any] | EnvPool, policy: Any, chat: ChatFormat | None, seeds: Sequence[int],
             group_size: int = 1, config: RolloutConfig | None = None, env_kwargs: dict[str, Any] | None = None,
             start_group_id: int = 0, on_trajectory: Callable[[Trajectory], None] | None = None,
             reset_options: dict[str, Any] | None = None) -> list[Trajectory]:
     """Run `len(seeds) * group_size` episodes; trajectories come back group-major.
 
-    `env` is a registered id or a zero-argument factory; `chat` defaults to the policy's own chat format
+    `env` is a registered id, a zero-argument factory, or an `EnvPool` to reuse across calls (its own
+    executor and turn limit then apply, and it is left open); `chat` defaults to the policy's own chat format
     (or `ChatFormat.simple()`); `on_trajectory` is called with each trajectory as soon as it ends.
     """
     config = config or RolloutConfig()
@@ -247,8 +248,15 @@ def rollout(env: str | Callable[[], Any], policy: Any, chat: ChatFormat | None, 
     chat = _resolve_chat(policy, chat)
     episodes = [_Episode(g * group_size + s, int(seed), start_group_id + g, s)
                 for g, seed in enumerate(seeds) for s in range(group_size)]
-    pool = make_pool(env, len(episodes), config.executor, config.env_workers, env_kwargs, config.max_turns,
-                     config.env_timeout_s)
+    own_pool = not isinstance(env, EnvPool)
+    if own_pool:
+        pool = make_pool(env, len(episodes), config.executor, config.env_workers, env_kwargs, config.max_turns,
+                         config.env_timeout_s)
+    elif env.n < len(episodes):
+        raise ConfigError(f"the env pool holds {env.n} envs but this rollout needs {len(episodes)} "
+                          f"({len(seeds)} seeds x group_size {group_size}); make a bigger pool")
+    else:
+        pool = env
     try:
         engine = _Engine(pool, policy, chat, config)
         finish = _finisher(on_trajectory)
@@ -262,7 +270,8 @@ def rollout(env: str | Callable[[], Any], policy: Any, chat: ChatFormat | None, 
             _run_sync(engine, episodes, finish)
         return [ep.to_trajectory() for ep in episodes]
     finally:
-        pool.close()
+        if own_pool:
+            pool.close()
 
 
 def _finisher(on_trajectory: Callable[[Trajectory], None] | None) -> Callable[[_Episode], None]:

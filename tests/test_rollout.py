@@ -290,6 +290,19 @@ def test_process_executor_matches_threads():
     assert [t.turns[-1].prompt_ids for t in remote] == [t.turns[-1].prompt_ids for t in local]
 
 
+def test_a_pool_can_be_reused_across_rollouts():
+    from agentgym.vector import make_pool
+
+    with make_pool(KEYDOOR, 4, "process", workers=2) as pool:
+        first = rollout(pool, OraclePolicy(), CHAT, [0, 1], group_size=2)
+        second = rollout(pool, OraclePolicy(), CHAT, [0, 1], group_size=2)
+        assert all(w.process.is_alive() for w in pool.workers)  # left open for the next call
+        with pytest.raises(ConfigError, match="holds 4 envs"):
+            rollout(pool, OraclePolicy(), CHAT, [0, 1, 2], group_size=2)
+    assert [t.turns[-1].prompt_ids for t in first] == [t.turns[-1].prompt_ids for t in second]
+    assert all(t.success for t in first)
+
+
 def test_process_executor_needs_a_picklable_factory():
     with pytest.raises(ConfigError, match="picklable"):
         rollout(lambda: make(KEYDOOR), OraclePolicy(), CHAT, [0], config=RolloutConfig(executor="process"))
