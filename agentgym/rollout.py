@@ -155,7 +155,8 @@ class _Engine:
         info = result.info
         tool_results = info.get("tool_results") or ()
         turn = Turn(index=len(ep.turns), observation=ep.obs, action=gen.text, prompt_ids=req.prompt_ids,
-                    response_ids=tuple(gen.token_ids), logprobs=tuple(gen.logprobs), reward=result.reward,
+                    response_ids=tuple(map(int, gen.token_ids)), logprobs=tuple(map(float, gen.logprobs)),
+                    reward=result.reward,
                     reward_components={k: float(v) for k, v in (info.get("reward_components") or {}).items()},
                     anchor=ep.info.get("anchor", ep.obs), valid=bool(info.get("valid_action", True)),
                     terminated=result.terminated, truncated=result.truncated, finish_reason=gen.finish_reason,
@@ -196,7 +197,8 @@ def _checked(gens: Any, n: int) -> list[Generation]:
     if not isinstance(gens, (list, tuple)) or len(gens) != n:
         got = len(gens) if isinstance(gens, (list, tuple)) else type(gens).__name__
         return [_error_generation(f"policy returned {got} generations for {n} requests")] * n
-    return list(gens)
+    return [g if isinstance(g, Generation) else _error_generation(f"policy returned {type(g).__name__}, "
+                                                                   "not a Generation") for g in gens]
 
 
 def generate_isolated(policy: Any, requests: list[GenerationRequest]) -> list[Generation]:

@@ -333,6 +333,26 @@ def test_env_without_turn_limit_needs_max_turns():
         rollout(SlowEnv, ScriptedPolicy(lambda ctx: "go"), CHAT, [1])
 
 
+def test_malformed_policy_output_fails_episodes_not_the_rollout():
+    class Short(BasePolicy):
+        calls = 0
+
+        def generate(self, requests):
+            self.calls += 1
+            if self.calls > 1:
+                return OraclePolicy().generate(requests)
+            return [None] + OraclePolicy().generate(requests[1:])
+
+    class Few(BasePolicy):
+        def generate(self, requests):
+            return []
+
+    trajs = rollout(KEYDOOR, Short(), CHAT, [0, 1])
+    assert trajs[0].end_reason == "failed" and "not a Generation" in trajs[0].error and trajs[1].success
+    trajs = rollout(KEYDOOR, Few(), CHAT, [0, 1])
+    assert all(t.end_reason == "failed" and "0 generations for 2 requests" in t.error for t in trajs)
+
+
 def test_default_chat_is_the_policys():
     trajs = rollout(KEYDOOR, OraclePolicy(), None, [0])
     assert trajs[0].success and CHAT.decode(trajs[0].turns[0].prompt_ids).startswith("<|im_start|>system")
