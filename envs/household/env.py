@@ -66,10 +66,10 @@ class HouseholdEnv(TextEnv):
             if "task_type" in options or "task_types" in options:
                 args["task_types"] = options.get("task_types", options.get("task_type"))
             knobs = knobs_for(options.get("difficulty", self.difficulty), **args)
-        world_seed = int(self.np_random.integers(0, 2**31 - 1))
+        world_seed, combo = int(self.np_random.integers(0, 2**31 - 1)), None
         if "task_id" in options:
-            split, world_seed = _parse_task_id(str(options["task_id"]))
-        self.world = w = generate(world_seed, split, knobs)
+            split, world_seed, combo = _parse_task_id(str(options["task_id"]))
+        self.world = w = generate(world_seed, split, knobs, combo)
         self._gotos, self._go_ops = engine.goto_tables(w)
         self._achieved, self._done = oracle.subgoals(w), False
         self._acts = engine.admissible(w, self._gotos, self._go_ops)
@@ -161,12 +161,14 @@ def _command_text(action: Any) -> str:
     return lines[-1] if lines else ""
 
 
-def _parse_task_id(task_id: str) -> tuple[str, int]:
-    """(split, seed) from a task id "household/SPLIT/.../SEED"; the rest follows from them and the knobs."""
+def _parse_task_id(task_id: str) -> tuple[str, int, tuple[str, str, str, str]]:
+    """(split, seed, (task type, room, object, receptacle)) from "household/SPLIT/TYPE/ROOM/OBJ/RECEP/SEED"."""
     parts = task_id.split("/")
-    if len(parts) < 3 or parts[0] != "household" or parts[1] not in cat.SPLITS or not parts[-1].isdigit():
-        raise ConfigError(f"bad household task_id {task_id!r}; expected 'household/<split>/.../<seed>'")
-    return parts[1], int(parts[-1])
+    if len(parts) != 7 or parts[0] != "household" or parts[1] not in cat.SPLITS or not parts[6].isdigit() \
+            or parts[2] not in cat.TASK_TYPES or parts[3] not in cat.ROOMS:
+        raise ConfigError(f"bad household task_id {task_id!r}; expected "
+                          "'household/<split>/<task type>/<room>/<object>/<receptacle>/<seed>' as in info['task_id']")
+    return parts[1], int(parts[6]), (parts[2], parts[3], parts[4], parts[5])
 
 
 def demonstrations(seeds: list[int], **env_kwargs: Any) -> list[list[tuple[str, str]]]:

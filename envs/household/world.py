@@ -127,25 +127,32 @@ def knobs_for(difficulty: str | None, **overrides) -> Knobs:
     return Knobs(**values)
 
 
-def choose_task(rng: random.Random, knobs: Knobs, split: str, seed: int) -> Task:
-    """Task type, room and (object, receptacle) combination allowed by the split and knobs."""
+def choose_task(seed: int, split: str, knobs: Knobs) -> tuple[str, str, str, str]:
+    """(task type, room, object type, receptacle type) allowed by the split and knobs."""
     options = [(t, r) for t in knobs.task_types for r in knobs.rooms if cat.split_combinations(r, t, split)]
     if not options:
         raise ConfigError(f"no {split} task fits task_types={knobs.task_types} and rooms={knobs.rooms}; "
                           "allow more rooms or task types")
+    rng = random.Random(f"household-task:{split}:{seed}")
     task_type = rng.choice(sorted({t for t, _ in options}))
     room = rng.choice([r for t, r in options if t == task_type])
     obj, recep = rng.choice(cat.split_combinations(room, task_type, split))
-    goal = rng.choice(cat.GOALS[task_type]).format(o=obj, r=recep)
-    return Task(task_type, room, obj, recep, goal, split, seed)
+    return task_type, room, obj, recep
 
 
-def generate(seed: int, split: str = "train", knobs: Knobs = Knobs()) -> World:
-    """The world of one seed: same (seed, split, knobs) -> same world and task."""
+def generate(seed: int, split: str = "train", knobs: Knobs = Knobs(),
+             combo: tuple[str, str, str, str] | None = None) -> World:
+    """The world of one seed: same (seed, split, knobs) -> same world and task.
+
+    The world is drawn from (split, seed, combo, scale, distractors) only, so a task id (which names the
+    combo) rebuilds the same world whatever `task_types`/`rooms` the env was made with."""
     if split not in cat.SPLITS:
         raise ConfigError(f"unknown split {split!r}; choose from {', '.join(cat.SPLITS)}")
-    rng = random.Random(f"household:{split}:{seed}")
-    task = choose_task(rng, knobs, split, seed)
+    task_type, room, obj, recep = combo or choose_task(seed, split, knobs)
+    if (obj, recep) not in cat.split_combinations(room, task_type, split):
+        raise ConfigError(f"{task_type} with {obj} and {recep} in a {room} is not a {split} task")
+    rng = random.Random(f"household:{split}:{seed}:{task_type}:{room}:{obj}:{recep}")
+    task = Task(task_type, room, obj, recep, rng.choice(cat.GOALS[task_type]).format(o=obj, r=recep), split, seed)
     receps = _receptacles(rng, task, knobs.receptacle_scale)
     lamp_host = _lamp_host(rng, task.room, receps)
     n_targets = 2 if task.task_type == "pick_two_obj_and_place" else 1

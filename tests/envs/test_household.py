@@ -104,11 +104,13 @@ def test_task_id_option_rebuilds_the_task():
     env = HouseholdEnv(split="test_unseen")
     _, info = env.reset(seed=11)
     plan = env.oracle_plan()
-    other = HouseholdEnv()
+    other = HouseholdEnv(task_types="pick_two_obj_and_place", rooms="kitchen")  # knobs a task id overrides
     _, again = other.reset(options={"task_id": info["task_id"]})
     assert again["task_id"] == info["task_id"] and other.oracle_plan() == plan
-    with pytest.raises(ConfigError):
-        env.reset(options={"task_id": "nonsense"})
+    for bad in ("nonsense", info["task_id"].replace("test_unseen", "train"),
+                "household/train/pick_and_place/kitchen/book/sofa/1"):
+        with pytest.raises(ConfigError):
+            env.reset(options={"task_id": bad})
 
 
 def test_unseen_split_uses_only_combinations_never_in_train():
@@ -208,11 +210,16 @@ def test_alfworld_style_observations():
     ("take apple from countertop 1", "named with a number"),
     ("fly to the moon", "I do not understand"),
     ("", "empty"),
-    ("put mug 1 in sinkbasin 1", "not carrying"),
+    ("put {obj} in {recep}", "not carrying"),
+    ("take {obj} from {recep}", "go to {recep} first"),
+    ("heat {obj} with {recep}", "not carrying"),
 ])
 def test_invalid_commands_say_what_was_wrong(action, says):
     env = HouseholdEnv(rooms="kitchen")
     env.reset(seed=1)
+    w = env.world
+    names = {"obj": w.oname[0], "recep": w.rname[w.oloc[0]]}
+    action, says = action.format(**names), says.format(**names)
     obs, reward, terminated, truncated, info = env.step(action)
     assert obs.startswith("Nothing happens.") and says in obs
     assert not info["valid_action"] and reward == 0.0 and not terminated
