@@ -21,7 +21,7 @@ from typing import Any
 
 from agentgym.core import ToolEnv, make_info
 from agentgym.envs.search.metrics import exact_match, f1_score
-from agentgym.envs.search.questions import Question, make_question
+from agentgym.envs.search.questions import SPLITS, Question, make_question
 from agentgym.errors import ConfigError
 from agentgym.tools import Tool, ToolResult
 from agentgym.tools.retrieval.base import Retriever, get_retriever
@@ -74,6 +74,10 @@ class SearchEnv(ToolEnv):
             raise ConfigError(f"reward must be 'em' or 'f1', got {reward!r}")
         if not 1 <= top_k <= max_k:
             raise ConfigError(f"top_k must be between 1 and max_k={max_k}, got {top_k}")
+        if hops not in (None, 1, 2, 3, 4) or kind not in (None, "bridge", "comparison") or (
+                split not in SPLITS and not isinstance(qa_path, dict)):
+            raise ConfigError(f"bad question settings hops={hops!r} kind={kind!r} split={split!r}; use hops 1-4 "
+                              "or None, kind 'bridge'/'comparison' or None, split 'train'/'test'")
         if obs_token_budget < 16:
             raise ConfigError(f"obs_token_budget must be at least 16 tokens, got {obs_token_budget}")
         if (corpus_path is None) != (qa_path is None) and not (qa_path and retriever_url):

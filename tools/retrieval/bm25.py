@@ -39,7 +39,7 @@ class BM25Index:
         bm25s = require("bm25s", "search")
         self.corpus = corpus
         self.stopwords = _stopwords()
-        path = Path(cache_dir) / f"bm25-{corpus.fingerprint}-{k1}-{b}" if cache_dir else None
+        path = Path(cache_dir).expanduser() / f"bm25-{corpus.fingerprint}-{k1}-{b}" if cache_dir else None
         if path is not None and (path / "params.index.json").is_file():
             self.model = bm25s.BM25.load(str(path), show_progress=False)
         else:

@@ -52,7 +52,7 @@ class DenseIndex:
     def __init__(self, corpus: Corpus, cache_dir: str | Path | None = None, batch_size: int = 64,
                  use_faiss: bool = True, embeddings: np.ndarray | None = None):
         self.corpus = corpus
-        path = Path(cache_dir) / f"dense-{corpus.fingerprint}.npy" if cache_dir else None
+        path = Path(cache_dir).expanduser() / f"dense-{corpus.fingerprint}.npy" if cache_dir else None
         if embeddings is None and path is not None and path.is_file():
             embeddings = np.load(path)
         if embeddings is None:
