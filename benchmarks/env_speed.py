@@ -12,6 +12,7 @@ on its own.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import statistics
 import sys
@@ -41,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", default=None, help="TextWorld game cache (default: a temporary folder)")
     args = parser.parse_args(argv)
 
+    with contextlib.ExitStack() as stack:  # removes the temporary game cache at the end
+        return run(args, stack)
+
+
+def run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     from agentgym.envs.household.env import HouseholdEnv
 
     household = HouseholdEnv()
@@ -48,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from agentgym.envs.textworld.env import TextWorldEnv
 
-        cache = args.cache_dir or tempfile.mkdtemp(prefix="agentgym-tw-")
+        cache = args.cache_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="agentgym-tw-"))
         tw = TextWorldEnv(cache_dir=cache, game_pool=args.tw_games)
         start = time.perf_counter()
         for seed in range(args.tw_games):  # generate (and cache) the games before timing
