@@ -114,6 +114,7 @@ class OpenAIPolicy(BasePolicy):
         self.max_concurrency, self.max_retries = max_concurrency, max_retries
         self.backoff, self.max_backoff = backoff, max_backoff
         self.timeout = httpx.Timeout(timeout, connect=min(connect_timeout, timeout))
+        self.request_timeout = timeout
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.transport = transport
         self.text_prompts = False  # set once the server has refused token-id prompts
@@ -187,10 +188,11 @@ class OpenAIPolicy(BasePolicy):
                 await asyncio.sleep(backoff_delay(attempt - 1, self.backoff, self.max_backoff, retry_after))
             wait, retry_after = True, None
             body = completion_body(self.model or "default", request, self._prompt(request))
-            try:
-                response = await client.post(f"{self.base_url}/completions", json=body)
-            except httpx.TransportError as exc:  # refused, reset, timed out: the server may come back
-                last = f"{type(exc).__name__}: {exc}"
+            try:  # httpx times each phase; wait_for also bounds a server that trickles bytes forever
+                response = await asyncio.wait_for(client.post(f"{self.base_url}/completions", json=body),
+                                                  self.request_timeout)
+            except (httpx.TransportError, asyncio.TimeoutError) as exc:  # the server may come back
+                last = f"{type(exc).__name__}: {exc or 'no answer within the timeout'}"
                 continue
             if response.status_code == 200:
                 return self._first_choice(response)
