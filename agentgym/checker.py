@@ -127,11 +127,16 @@ def check_api(env: gym.Env) -> None:
             raise CheckError(f"[api] {name} {space!r} must admit any UTF-8 text; use agentgym.Text()")
 
 
-def check_gymnasium(env: gym.Env) -> tuple[str, ...]:
-    """[gymnasium] Gymnasium's env-checker pieces that apply to text spaces; returns its warnings."""
+def check_gymnasium(env: gym.Env, seed: int = 0) -> tuple[str, ...]:
+    """[gymnasium] Gymnasium's env-checker pieces that apply to text spaces; returns its warnings.
+
+    The env is reset with `seed` first, so the unseeded resets these pieces make continue a seeded
+    stream: the same tasks every run (envs that build tasks slowly, like TextWorld, cache them).
+    """
     from gymnasium.utils import env_checker as ec
 
     base = env.unwrapped
+    _guard("gymnasium", lambda: base.reset(seed=seed))
     pieces = (
         ("reset return type", lambda: ec.check_reset_return_type(base)),
         ("reset seed determinism", lambda: ec.check_reset_seed_determinism(base)),
@@ -423,7 +428,7 @@ def check_env(env_or_id: Any, *, seeds: Sequence[int] = (0, 1), max_steps: int =
         check_api(env)
         passed.append("api")
         if gymnasium_checks:
-            gym_warnings = check_gymnasium(env)
+            gym_warnings = check_gymnasium(env, seeds[0])
             passed.append("gymnasium")
         check_determinism(env, factory, seeds, max_steps)
         passed += ["observation", "info", "anchor", "reward", "determinism"]
