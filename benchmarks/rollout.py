@@ -40,11 +40,13 @@ def _constant(ctx):
     return "look"
 
 
-def bench_engine(sizes: list[int], turns: int, modes: list[tuple[str, str, bool]], repeats: int) -> None:
-    chat = ChatFormat.simple()
+def bench_engine(sizes: list[int], turns: int, modes: list[tuple[str, str, bool]], repeats: int,
+                 chat: ChatFormat | None = None) -> None:
+    chat = chat or ChatFormat.simple()
     policy = ScriptedPolicy(_constant, chat)
     rollout(TrivialEnv, policy, chat, [0, 1], config=RolloutConfig(max_turns=2))  # warm-up: imports, registry
-    print(f"== engine overhead: zero-cost scripted policy, trivial env, {turns} turns per episode ==")
+    print(f"== engine overhead: zero-cost scripted policy, trivial env, {turns} turns per episode, "
+          f"{chat.name} chat format ==")
     header = f"{'envs':>6} " + " ".join(f"{label:>26}" for label, _, _ in modes)
     print(header)
     print(f"{'':>6} " + " ".join(f"{'turns/s  ms/turn/env':>26}" for _ in modes))
@@ -88,11 +90,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1,16,64,256", help="comma-separated numbers of concurrent envs")
     parser.add_argument("--turns", type=int, default=20, help="turns per episode")
     parser.add_argument("--repeats", type=int, default=3, help="best of this many runs per cell")
+    parser.add_argument("--hf-chat", action="store_true",
+                        help="also run the engine table with SmolLM2's tokenizer and chat template")
     parser.add_argument("--no-generation", action="store_true", help="skip the HF generation section")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     modes = [("serial", "serial", False), ("thread", "thread", False), ("thread+async", "thread", True)]
     bench_engine(sizes, args.turns, modes, args.repeats)
+    if args.hf_chat:
+        from agentgym.policies.models import load_tokenizer
+
+        print()
+        bench_engine(sizes, args.turns, modes, args.repeats,
+                     ChatFormat.from_tokenizer(load_tokenizer("smollm2-135m-instruct")))
     if not args.no_generation:
         bench_generation_section()
     return 0
