@@ -8,7 +8,8 @@
 #
 #   bash scripts/quickstart.sh [RUN_DIR]        # default runs/quickstart; about 15 minutes on 2 cores
 #
-# Environment knobs: QS_EPISODES (held-out tasks per eval, default 16), QS_SKIP_INSTALL=1, PYTHON.
+# Environment knobs: QS_EPISODES (held-out tasks per eval, default 16), QS_SPLIT (held-out split; default:
+# the preset's eval.split if the env accepts it, else test_unseen), QS_SKIP_INSTALL=1, PYTHON.
 # Re-running resumes: finished evals are not recomputed (`agentgym eval` resumes from its --out dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,19 +35,31 @@ if [[ ! -f "$CONFIG" ]]; then
 fi
 
 # Evaluate exactly as the preset trains and evaluates: same env, layout, token limits, held-out seeds.
-read -r ENV_ID EVAL_ARGS < <($PY - "$CONFIG" <<'EOF'
+read -r ENV_ID EVAL_ARGS < <($PY - "$CONFIG" "${QS_SPLIT:-}" <<'EOF'
 import sys
+import agentgym
 from agentgym.train.config import load_config
 c = load_config(sys.argv[1])
 r, e = c.rollout, c.eval
-args = [f"--seed {e.seed_start}", f"--split {e.split}", f"--temperature {e.temperature}",
+if r.env_kwargs:
+    sys.exit("quickstart: the preset sets rollout.env_kwargs; evaluate it with a --suite-file instead")
+# a held-out split the env accepts: QS_SPLIT, else the preset's eval.split, else the usual held-out names
+split = None
+for candidate in [sys.argv[2]] if sys.argv[2] else [e.split, "test_unseen", "test"]:
+    try:
+        agentgym.make(r.env).reset(seed=e.seed_start, options={"split": candidate})
+        split = candidate
+        break
+    except Exception as exc:
+        print(f"quickstart: {r.env} rejects split {candidate!r}: {str(exc).splitlines()[0]}", file=sys.stderr)
+if split is None:
+    sys.exit("quickstart: no held-out split found; set QS_SPLIT")
+args = [f"--seed {e.seed_start}", f"--split {split}", f"--temperature {e.temperature}",
         f"--max-tokens {r.max_new_tokens}", f"--layout {r.layout}", f"--history-turns {r.history_turns}",
         f"--max-context-tokens {r.max_context_tokens}", f"--max-observation-tokens {r.max_observation_tokens}",
         f"--workers {max(1, min(r.env_workers, 8))}"]
 if r.max_turns:
     args.append(f"--max-turns {r.max_turns}")
-if r.env_kwargs:
-    sys.exit("quickstart: the preset sets rollout.env_kwargs; evaluate it with a --suite-file instead")
 print(r.env, " ".join(args))
 EOF
 )
