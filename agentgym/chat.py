@@ -262,12 +262,19 @@ class HFChatFormat(ChatFormat):
         self.supports_tools = "tools" in tokenizer.chat_template
         self.special_ids = frozenset(tokenizer.all_special_ids) | frozenset(
             getattr(tokenizer, "added_tokens_decoder", {}) or {})
-        probe = self.render([{"role": "user", "content": _PROBE_USER},
-                             {"role": "assistant", "content": _ASSIST.format(0)}], None, False)
-        if _ASSIST.format(0) not in probe:
-            raise ConfigError("the chat template drops assistant message content; it cannot be used for rollouts")
+        try:
+            probe = self.render([{"role": "user", "content": _PROBE_USER},
+                                 {"role": "assistant", "content": _ASSIST.format(0)}], None, False)
+            if _ASSIST.format(0) not in probe:
+                raise ConfigError("the chat template drops assistant message content; it cannot be used for "
+                                  "rollouts")
+            end = self.end_of_turn_id  # renders a system + user + assistant + user conversation
+        except ConfigError:
+            raise
+        except Exception as exc:  # e.g. a template that rejects system messages
+            raise ConfigError(f"the chat template cannot render a system/user/assistant conversation "
+                              f"({type(exc).__name__}: {exc}); set tokenizer.chat_template to one that can") from exc
         eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-        end = self.end_of_turn_id
         self.eos_token_ids = tuple(dict.fromkeys([*eos, *([end] if end is not None else [])]))
         self.stop_strings = tuple(tokenizer.convert_ids_to_tokens(list(self.eos_token_ids)))
 

@@ -224,10 +224,17 @@ def test_observation_truncated_by_tokens_with_marker(smol_tokenizer):
     assert chat.truncate_observation("short", 20) == "short"
 
 
-def test_tokenizer_without_template_is_a_config_error(smol_tokenizer_dir):
+def test_unusable_templates_are_config_errors(smol_tokenizer_dir):
     tok = _load(smol_tokenizer_dir)
     tok.chat_template = None
     with pytest.raises(ConfigError, match="chat_template"):
+        ChatFormat.from_tokenizer(tok)
+    tok.chat_template = ("{%- for m in messages %}{%- if m.role == 'system' %}{{ raise_exception('no system') }}"
+                         "{%- endif %}{{ m.content }}{%- endfor %}")
+    with pytest.raises(ConfigError, match="no system"):
+        ChatFormat.from_tokenizer(tok)
+    tok.chat_template = "{%- for m in messages %}{%- if m.role == 'user' %}{{ m.content }}{%- endif %}{%- endfor %}"
+    with pytest.raises(ConfigError, match="drops assistant"):
         ChatFormat.from_tokenizer(tok)
 
 
