@@ -282,8 +282,9 @@ def test_async_mode_does_not_wait_for_slow_envs():
     assert max(len(b) for b in policy.batches) > 1  # ready requests were batched together
 
 
-def test_process_executor_matches_threads():
-    config = RolloutConfig(executor="process", env_workers=2)
+@pytest.mark.parametrize("async_mode", [False, True])
+def test_process_executor_matches_threads(async_mode):
+    config = RolloutConfig(executor="process", env_workers=2, async_mode=async_mode)
     remote = rollout(KEYDOOR, OraclePolicy(), CHAT, [0, 1, 2], group_size=2, config=config)
     local = rollout(KEYDOOR, OraclePolicy(), CHAT, [0, 1, 2], group_size=2)
     assert all(t.success for t in remote)  # OraclePolicy reached the envs in the workers through a proxy
