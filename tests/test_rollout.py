@@ -357,3 +357,13 @@ def test_malformed_policy_output_fails_episodes_not_the_rollout():
 def test_default_chat_is_the_policys():
     trajs = rollout(KEYDOOR, OraclePolicy(), None, [0])
     assert trajs[0].success and CHAT.decode(trajs[0].turns[0].prompt_ids).startswith("<|im_start|>system")
+
+
+def test_async_rollout_called_from_inside_an_event_loop():
+    import asyncio
+
+    async def main():  # e.g. a notebook cell: the engine runs its own loop on a helper thread
+        return rollout(KEYDOOR, OraclePolicy(), CHAT, [0], config=RolloutConfig(async_mode=True))
+
+    [traj] = asyncio.run(main())
+    assert traj.success
