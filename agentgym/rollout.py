@@ -42,6 +42,7 @@ class RolloutConfig:
     layout: str = "trajectory"              # "trajectory": one growing sequence; "step": history window
     history_turns: int = 2                  # step layout: how many past turns each prompt keeps
     max_context_tokens: int | None = 8192   # end an episode when prompt + max_tokens would exceed this
+                                            # (or the policy's own `max_context`, if smaller)
     max_observation_tokens: int | None = None  # truncate each observation to this many tokens (with a marker)
     sampling: SamplingParams = field(default_factory=SamplingParams)
     executor: str = "thread"                # "serial" | "thread" | "process" | "ray"
@@ -103,6 +104,10 @@ class _Engine:
 
     def __init__(self, pool: EnvPool, policy: Any, chat: ChatFormat, config: RolloutConfig):
         self.pool, self.policy, self.chat, self.config = pool, policy, chat, config
+        # a model's own context (e.g. HFPolicy.max_context) caps the configured one
+        limits = [n for n in (config.max_context_tokens, getattr(policy, "max_context", None))
+                  if isinstance(n, int) and n > 0]
+        self.context_limit = min(limits) if limits else None
 
     # ------------------------------------------------------------------ reset
     def start(self, ep: _Episode, result: ResetResult | EnvFailure) -> None:
@@ -137,7 +142,7 @@ class _Engine:
         """The next request, or None after ending the episode because its context is full."""
         ids = self.prompt_ids(ep)
         sampling = self.config.sampling
-        limit = self.config.max_context_tokens
+        limit = self.context_limit
         if limit is not None and len(ids) + sampling.max_tokens > limit:
             ep.end_reason = "context_full"
             return None

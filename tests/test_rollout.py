@@ -221,6 +221,14 @@ def test_context_full_ends_the_episode():
     assert len(next_prompt) + max_tokens > limit - 120  # it stopped because the next turn would not fit
 
 
+def test_the_policys_own_context_caps_the_configured_one():
+    policy = OraclePolicy()
+    policy.max_context = 300
+    config = RolloutConfig(max_context_tokens=8192, sampling=SamplingParams(max_tokens=16))
+    [traj] = rollout(KEYDOOR, policy, CHAT, [0], config=config)
+    assert traj.end_reason == "context_full" and all(len(t.prompt_ids) + 16 <= 300 for t in traj.turns)
+
+
 def test_prompt_too_long_for_even_one_turn():
     [traj] = rollout(KEYDOOR, OraclePolicy(), CHAT, [0], config=RolloutConfig(max_context_tokens=50))
     assert traj.end_reason == "context_full" and traj.num_turns == 0
