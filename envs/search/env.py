@@ -24,7 +24,7 @@ from agentgym.envs.search.metrics import exact_match, f1_score
 from agentgym.envs.search.questions import SPLITS, Question, make_question
 from agentgym.errors import ConfigError
 from agentgym.tools import Tool, ToolResult
-from agentgym.tools.retrieval.base import Retriever, get_retriever
+from agentgym.tools.retrieval.base import METHODS, Retriever, get_retriever
 from agentgym.tools.retrieval.corpus import Corpus, Hit, corpus_from_spec
 
 INSTRUCTIONS = (
@@ -52,10 +52,11 @@ def truncate_tokens(text: str, budget: int) -> str:
 
 def format_hits(query: str, hits: list[Hit], budget: int) -> str:
     """Numbered passages, each cut to an equal share of the token budget."""
+    query = truncate_tokens(query[:2000], 32)
     if not hits:
         return f'No documents matched "{query}". Try other words, e.g. a name from the question.'
     share = max(budget // len(hits), 8)
-    lines = [f'Results for "{truncate_tokens(query, 32)}":']
+    lines = [f'Results for "{query}":']
     for n, hit in enumerate(hits, 1):
         lines.append(f"[{n}] {hit.title} (doc {hit.doc_id})\n{truncate_tokens(hit.text, share)}")
     return "\n".join(lines)
@@ -70,6 +71,8 @@ class SearchEnv(ToolEnv):
                  retriever_url: str | None = None, cache_dir: str | None = None, top_k: int = 3,
                  max_k: int = 10, obs_token_budget: int = 400, reward: str = "em", support_bonus: float = 0.0):
         super().__init__()
+        if retriever not in METHODS:
+            raise ConfigError(f"retriever must be one of {', '.join(METHODS)}, got {retriever!r}")
         if reward not in ("em", "f1"):
             raise ConfigError(f"reward must be 'em' or 'f1', got {reward!r}")
         if not 1 <= top_k <= max_k:

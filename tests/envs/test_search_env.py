@@ -96,6 +96,8 @@ def test_observation_is_cut_to_the_token_budget_and_anchor_is_the_retrieved_ids(
     assert "..." in obs
     obs, _, _, _, info = env.step(call("search", query="zzzzqqq"))
     assert "No documents matched" in obs and info["retrieved"] == [] and info["valid_action"]
+    obs, *_ = env.step(call("search", query="qqqq " * 30_000))
+    assert "No documents matched" in obs and count_tokens(obs) < 60
 
 
 def test_support_bonus_pays_once_per_new_supporting_document():
@@ -136,6 +138,10 @@ def test_bad_env_config_is_one_line_error():
         SearchEnv(corpus_path="docs.jsonl")
     with pytest.raises(ConfigError, match="top_k"):
         SearchEnv(top_k=0)
+    with pytest.raises(ConfigError, match="retriever must be one of bm25, dense"):
+        SearchEnv(retriever="splade")
+    with pytest.raises(ConfigError, match="hops 1-4"):
+        agentgym.make("agentgym/Search-v0", hops=7)
 
 
 def test_real_corpus_and_qa_jsonl_layouts(tmp_path):
