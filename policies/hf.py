@@ -50,6 +50,21 @@ def eos_ids(tokenizer: Any, model: Any = None) -> frozenset[int]:
     return frozenset(ids)
 
 
+def _logits_to_keep_kwarg(model: Any) -> dict[str, int]:
+    """Ask for the last position's logits only: the full prefill logits cost more than the layers."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft forwards kwargs
+    try:
+        params = inspect.signature(base.forward).parameters
+    except (TypeError, ValueError):
+        return {}
+    for name in ("logits_to_keep", "num_logits_to_keep"):  # transformers >= 4.50 / 4.45
+        if name in params:
+            return {name: 1}
+    return {}
+
+
 def top_p_filter(probs: Any, top_p: float) -> Any:
     """Zero the tail of `probs` (1-D) outside the smallest set whose mass reaches `top_p`; renormalise."""
     if top_p >= 1.0:
@@ -85,6 +100,7 @@ class HFPolicy(BasePolicy):
         self.pad_id = pad if pad is not None else (min(self.eos_token_ids) if self.eos_token_ids else 0)
         self.max_context = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
         self._lock = threading.Lock()  # one forward pass at a time: concurrent ones only thrash the CPU
+        self._last_logits_only = _logits_to_keep_kwarg(model)
 
     @classmethod
     def from_pretrained(cls, name: str = DEFAULT_MODEL, device: str | None = None, dtype: Any = None,
@@ -182,7 +198,8 @@ class HFPolicy(BasePolicy):
             mask[b, width - len(row.prompt):] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                         **self._last_logits_only)
         return out.logits[:, -1, :].float(), mask, out.past_key_values
 
     def _decode_loop(self, rows: list[_Row]) -> None:
