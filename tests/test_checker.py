@@ -207,13 +207,19 @@ def test_an_instance_is_checked_and_closed():
     (RenderNumber, "render", "must return text or None"),
     (NoInstructions, "api", "`instructions` must be a str"),
     (GymnasiumTextSpace, "api", "must admit any UTF-8 text"),
-    (Unseeded, "gymnasium", "determinism"),
 ])
 def test_each_broken_env_fails_the_named_check(env_cls, check, fragment):
     with pytest.raises(CheckError) as err:
         check_env(env_cls)
     assert str(err.value).startswith(f"[{check}]"), str(err.value)
     assert fragment in str(err.value)
+
+
+def test_gymnasiums_reset_check_catches_an_unseeded_registered_env(scratch_ids):
+    scratch_ids.append("test/Unseeded-v0")
+    agentgym.register("test/Unseeded-v0", Unseeded)
+    with pytest.raises(CheckError, match=r"^\[gymnasium\] reset seed determinism: .*non-deterministic"):
+        check_env("test/Unseeded-v0")
 
 
 @pytest.mark.parametrize("env_cls, fragment", [(Unseeded, "observation differs after reset"),
