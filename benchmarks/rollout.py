@@ -67,7 +67,7 @@ def bench_engine(sizes: list[int], turns: int, modes: list[tuple[str, str, bool]
     print("ms/turn/env = wall time / (envs x turns): the whole engine cost of one env-turn, env reset included")
 
 
-def bench_generation_section() -> None:
+def bench_generation_section(**kwargs) -> None:
     print("\n== batched vs one-by-one generation tokens/s with the HF policy (benchmarks/generation.py) ==")
     path = Path(__file__).with_name("generation.py")
     if not path.is_file():
@@ -79,10 +79,9 @@ def bench_generation_section() -> None:
     if not hasattr(module, "bench_generation"):
         print("skipped: benchmarks/generation.py has no bench_generation()")
         return
-    result = module.bench_generation()
-    if isinstance(result, dict):
-        for key, value in result.items():
-            print(f"{key:>32}: {value:.2f}" if isinstance(value, float) else f"{key:>32}: {value}")
+    result = module.bench_generation(**kwargs)  # prints its own table
+    if isinstance(result, dict) and "speedup" in result:
+        print(f"(rollout benchmark) batched / one-by-one generation speedup: {result['speedup']:.2f}x")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="best of this many runs per cell")
     parser.add_argument("--hf-chat", action="store_true",
                         help="also run the engine table with SmolLM2's tokenizer and chat template")
+    parser.add_argument("--gen-threads", type=int, default=None,
+                        help="torch threads for the generation section (1 is fastest on a busy machine)")
     parser.add_argument("--no-generation", action="store_true", help="skip the HF generation section")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_engine(sizes, args.turns, modes, args.repeats,
                      ChatFormat.from_tokenizer(load_tokenizer("smollm2-135m-instruct")))
     if not args.no_generation:
-        bench_generation_section()
+        bench_generation_section(**({"threads": args.gen_threads} if args.gen_threads else {}))
     return 0
 
 
