@@ -112,3 +112,22 @@ def test_no_parser_raises_on_any_string(text):
 def test_calls_without_a_tool_call_tag_are_not_hermes(text):
     if "<tool_call>" not in text:
         assert parse_hermes(text) == []
+
+
+def _calculator_tools():
+    from agentgym.envs.toy.calculator import CalculatorEnv
+
+    return {t.name: t for t in CalculatorEnv().tools}
+
+
+@settings(max_examples=100)
+@given(ADVERSARIAL)
+def test_parsed_calls_never_crash_run_tool(text):
+    from agentgym.tools import run_tool
+
+    tools = _calculator_tools()
+    for call in parse_tool_calls(text):
+        result = run_tool(tools, call, timeout_s=5)
+        assert isinstance(result.output, str) and result.output
+        if call.error or call.name not in tools:
+            assert not result.ok and result.output.startswith("Error:")
