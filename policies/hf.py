@@ -207,7 +207,7 @@ class HFPolicy(BasePolicy):
         logits, mask, cache = self._prefill(rows)
         active = list(range(len(rows)))  # batch position -> index into rows
         while True:
-            tokens = [self._sample(rows[r], logits[b]) for b, r in enumerate(active)]
+            tokens = self._sample([rows[r] for r in active], logits)
             keep = [b for b, r in enumerate(active) if rows[r].finish is None]
             if not keep:
                 return
@@ -224,26 +224,28 @@ class HFPolicy(BasePolicy):
                              past_key_values=cache, use_cache=True)
             logits, cache = out.logits[:, -1, :].float(), out.past_key_values
 
-    def _sample(self, row: _Row, logits: Any) -> int:
-        """Pick the next token of one row, record it and its logprob, and mark the row finished if due."""
+    def _sample(self, rows: list[_Row], logits: Any) -> list[int]:
+        """Pick each row's next token (one batched log-softmax), record it and its logprob, mark ends."""
         torch = require("torch", "hf")
-        temperature = row.sampling.temperature
-        scaled = logits / temperature if temperature > 0 else logits
-        logprobs = torch.log_softmax(scaled, dim=-1)
-        if temperature == 0:
-            token = int(torch.argmax(logprobs))
-        else:
-            probs = top_p_filter(logprobs.exp(), row.sampling.top_p)
-            token = int(torch.multinomial(probs, 1, generator=row.generator))
-        row.tokens.append(token)
-        row.logprobs.append(float(logprobs[token]))
-        if token in self.eos_token_ids:
-            row.finish = "stop"
-        elif row.sampling.stop and self._stopped(row):
-            row.finish = "stop"
-        elif len(row.tokens) >= row.max_new:
-            row.finish = "length"
-        return token
+        temperatures = torch.tensor([r.sampling.temperature or 1.0 for r in rows], device=logits.device)
+        logprobs = torch.log_softmax(logits / temperatures.unsqueeze(1), dim=-1)
+        tokens = logprobs.argmax(dim=-1)  # greedy rows (temperature 0) keep this
+        for b, row in enumerate(rows):
+            if row.sampling.temperature > 0:
+                probs = top_p_filter(logprobs[b].exp(), row.sampling.top_p)
+                tokens[b] = torch.multinomial(probs, 1, generator=row.generator)[0]
+        chosen = logprobs.gather(1, tokens.unsqueeze(1)).squeeze(1).tolist()
+        picked = tokens.tolist()
+        for row, token, logprob in zip(rows, picked, chosen):
+            row.tokens.append(token)
+            row.logprobs.append(logprob)
+            if token in self.eos_token_ids:
+                row.finish = "stop"
+            elif row.sampling.stop and self._stopped(row):
+                row.finish = "stop"
+            elif len(row.tokens) >= row.max_new:
+                row.finish = "length"
+        return picked
 
     def _stopped(self, row: _Row) -> bool:
         before = len(self.tokenizer.decode(row.tokens[:-1], skip_special_tokens=False))
