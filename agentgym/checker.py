@@ -87,17 +87,31 @@ def _short(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
 
 
+def as_missing_dependency(exc: BaseException) -> MissingDependencyError | None:
+    """The missing optional dependency behind an import failure, or None if it is a bug.
+
+    `require()` raises MissingDependencyError; a plain `import textworld` at the top of an env module
+    raises ModuleNotFoundError, which counts too unless the missing module is agentgym's own.
+    """
+    if isinstance(exc, MissingDependencyError):
+        return exc
+    if isinstance(exc, ModuleNotFoundError) and exc.name and not exc.name.startswith("agentgym"):
+        return MissingDependencyError(f"needs the module {exc.name!r}, which is not installed")
+    return None
+
+
 def _guard(check: str, fn: Callable[[], Any]) -> Any:
     """Run env code; any exception but a missing dependency becomes a CheckError naming the check."""
     try:
         return fn()
-    except (CheckError, MissingDependencyError):
+    except CheckError:
         raise
-    except ModuleNotFoundError as exc:
-        if exc.name and not exc.name.startswith("agentgym"):
-            raise MissingDependencyError(f"needs the module {exc.name!r}, which is not installed") from exc
-        raise CheckError(f"[{check}] {type(exc).__name__}: {exc}") from exc
     except Exception as exc:
+        missing = as_missing_dependency(exc)
+        if missing is exc:
+            raise
+        if missing is not None:
+            raise missing from exc
         raise CheckError(f"[{check}] raised {type(exc).__name__}: {exc}") from exc
 
 

@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from agentgym.errors import ConfigError, MissingDependencyError
+from agentgym.errors import ConfigError
 
 PLAY_HELP = """Type an action and press Enter (one line per turn; a tool call is one line of JSON in tags).
 Commands:  :help  this text    :reset [SEED]  new episode    :oracle  show a good action (if known)
@@ -68,6 +68,7 @@ def _format_kwargs(kwargs: dict[str, Any]) -> str:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    from agentgym.checker import as_missing_dependency
     from agentgym.registration import make, spec
 
     env_spec = spec(args.env)
@@ -79,8 +80,11 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"suites:       {', '.join(_suites_of(env_spec.id)) or '-'}")
     try:
         env = make(args.env)
-    except MissingDependencyError as exc:
-        print(f"(cannot make it here: {exc})")
+    except ImportError as exc:
+        missing = as_missing_dependency(exc)
+        if missing is None:
+            raise
+        print(f"(cannot make it here: {missing})")
         return 0
     try:
         base = env.unwrapped

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentgym
-from agentgym.checker import GARBAGE_ACTIONS, check_env, check_step_result
+from agentgym.checker import GARBAGE_ACTIONS, as_missing_dependency, check_env, check_step_result
 from agentgym.errors import MissingDependencyError
 
 try:
@@ -41,8 +41,11 @@ def _env(env_id):
     if env_id not in _ENVS:
         try:
             _ENVS[env_id] = agentgym.make(env_id)
-        except MissingDependencyError as exc:
-            _ENVS[env_id] = exc
+            _ENVS[env_id].reset(seed=SEED)  # some envs start their heavy parts (browser, sandbox) here
+        except ImportError as exc:
+            _ENVS[env_id] = as_missing_dependency(exc)
+            if _ENVS[env_id] is None:
+                raise
     if isinstance(_ENVS[env_id], MissingDependencyError):
         pytest.skip(f"{env_id}: optional dependency missing: {_ENVS[env_id]}")
     return _ENVS[env_id]

@@ -254,3 +254,17 @@ def test_check_all_reports_ok_failed_and_skipped(scratch_ids):
     assert outcomes["test/Good-v0"].status == "ok"
     assert outcomes["test/Broken-v0"].status == "failed" and "[any string]" in outcomes["test/Broken-v0"].message
     assert outcomes["test/Missing-v0"].status == "skipped" and "xyz" in outcomes["test/Missing-v0"].message
+
+
+def test_a_missing_module_behind_an_entry_point_is_a_skip_but_a_missing_agentgym_module_is_a_failure(scratch_ids):
+    from agentgym.checker import as_missing_dependency
+
+    scratch_ids += ["test/NoModule-v0", "test/NoCoreModule-v0"]
+    agentgym.register("test/NoModule-v0", "no_such_plugin_xyz.env:Env")
+    agentgym.register("test/NoCoreModule-v0", "agentgym.envs.no_such_family:Env")
+    outcomes = check_all(["test/NoModule-v0", "test/NoCoreModule-v0"])
+    assert [o.status for o in outcomes] == ["skipped", "failed"]
+    assert "no_such_plugin_xyz" in outcomes[0].message
+    assert as_missing_dependency(ValueError("x")) is None
+    assert as_missing_dependency(ModuleNotFoundError("x", name="agentgym.envs.zz")) is None
+    assert isinstance(as_missing_dependency(ModuleNotFoundError("x", name="torch")), MissingDependencyError)

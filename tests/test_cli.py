@@ -132,3 +132,11 @@ def test_play_bad_arguments():
     assert out.returncode == 2 and "--max-turns must be >= 1" in out.stderr and "Traceback" not in out.stderr
     out = run_cli("play", "agentgym/Toy-Keydoor-v0")
     assert out.returncode == 2 and "Did you mean 'agentgym/Toy-KeyDoor-v0'" in out.stderr
+
+
+def test_info_on_an_env_whose_dependency_is_missing(capsys, scratch_ids):
+    scratch_ids.append("test/InfoNoModule-v0")
+    agentgym.register("test/InfoNoModule-v0", "no_such_plugin_xyz.env:Env", max_turns=3)
+    assert main(["info", "test/InfoNoModule-v0"]) == 0
+    out = capsys.readouterr().out
+    assert "entry point:  no_such_plugin_xyz.env:Env" in out and "cannot make it here" in out
