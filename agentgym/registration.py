@@ -8,6 +8,7 @@ module or a zero-argument callable that calls `agentgym.register(...)`.
 from __future__ import annotations
 
 import difflib
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -20,6 +21,7 @@ ENTRY_POINT_GROUP = "agentgym.envs"
 _SUITES: dict[str, list["SuiteEntry"]] = {}
 _IDS: set[str] = set()  # ids registered through agentgym, as opposed to gymnasium's own
 _DISCOVERED = False
+_DISCOVERY_LOCK = threading.RLock()  # env pools make envs from many threads at once
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,15 @@ def _ensure_discovered() -> None:
     global _DISCOVERED
     if _DISCOVERED:
         return
-    _DISCOVERED = True
-    import agentgym.envs  # noqa: F401  registers the built-in families (string entry points, no heavy imports)
+    with _DISCOVERY_LOCK:
+        if _DISCOVERED:
+            return
+        import agentgym.envs  # noqa: F401  registers the built-in families (string entry points, no heavy imports)
+        _load_plugins()
+        _DISCOVERED = True
+
+
+def _load_plugins() -> None:
     from importlib.metadata import entry_points
 
     for ep in entry_points(group=ENTRY_POINT_GROUP):
