@@ -376,7 +376,8 @@ def check_oracle(env: gym.Env, seed: int, default_limit: int = 100) -> bool:
         if action is None:
             break
     raise CheckError(f"[oracle] seed {seed}: following oracle_action() did not solve the task within {limit} "
-                     "turns; fix the oracle or return None where it does not know")
+                     "turns; fix the oracle, or return None from oracle_action() after reset where it cannot "
+                     "solve the task")
 
 
 def check_turn_limit(env: gym.Env) -> bool:
