@@ -159,6 +159,8 @@ class Tool:
             return f"unknown argument(s): {', '.join(map(str, unknown))}; expected {', '.join(props) or 'none'}"
         for name, value in arguments.items():
             expected = props.get(name, {}).get("type")
+            if value is None and "default" in props.get(name, {}) and props[name]["default"] is None:
+                continue  # an Optional parameter given JSON null: what its default means anyway
             if expected and not _matches(value, expected):
                 return f"argument {name!r} must be of type {expected}, got {type(value).__name__}"
         return None

@@ -108,8 +108,10 @@ def test_validate_says_what_is_wrong(arguments, fragment):
     assert fragment in search.validate(arguments)
 
 
-def test_validate_accepts_int_for_number():
+def test_validate_accepts_int_for_number_and_null_for_optional():
     assert search.validate({"query": "x", "weight": 2}) is None
+    assert search.validate({"query": "x", "tags": None}) is None
+    assert "'k' must be of type integer" in search.validate({"query": "x", "k": None})
 
 
 def _tools(*ts):
