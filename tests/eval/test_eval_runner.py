@@ -207,5 +207,5 @@ def test_oracle_and_random_on_the_household_suite(tmp_path, household_suite):
     validate_results(oracle_results)
     assert all(e["metrics"]["success_rate"] == 1.0 for e in oracle_results["envs"])
     assert oracle_results["summary"]["metrics"]["errors"] == 0 and oracle_results["summary"]["metrics"]["mean_turns"] > 2
-    assert random_results["summary"]["metrics"]["success_rate"] <= 0.25
+    assert random_results["summary"]["metrics"]["success_rate"] < 0.15  # household's known bound
     json.dumps(random_results)  # plain JSON throughout
