@@ -162,6 +162,8 @@ class TrainSection:
     """Samples per forward/backward; gradients accumulate over a mini-batch."""
     seed: int = 0
     run_dir: str = "runs/agentgym"
+    torch_threads: int = 0
+    """torch intra-op threads (0: torch's default). 1 is fastest for tiny models on a busy CPU."""
     verify_tokens: bool = True
     """Check rollout token ids against the chat template before training (fails loudly on a mismatch)."""
 

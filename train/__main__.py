@@ -1,0 +1,6 @@
+"""`python -m agentgym.train CONFIG.yaml [key=value ...]`."""
+import sys
+
+from agentgym.train.cli import main
+
+sys.exit(main())

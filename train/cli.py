@@ -1,0 +1,55 @@
+"""`agentgym train CONFIG.yaml [key=value ...]`: the one training script (also `python -m agentgym.train`)."""
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("train", help="train a policy with multi-turn RL (GiGPO, GRPO, PPO/GAE, ...)",
+                              description="Train with a YAML config (a path or a preset name from "
+                                          "agentgym/train/configs/) and dotted overrides, e.g. "
+                                          "`agentgym train toy_learning algorithm.estimator=grpo train.iterations=10`.")
+    p.add_argument("config", help="YAML file or preset name (quickstart_cpu, toy_learning, household_gpu_vllm, ...)")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. algorithm.gamma=0.9")
+    p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from agentgym.train.config import load_config
+
+    config = load_config(args.config, args.overrides)
+    if args.print_config:
+        import yaml
+
+        print(yaml.safe_dump(_plain(config.to_dict()), sort_keys=False))
+        return 0
+    from agentgym.train.trainer import train
+
+    run_dir = train(config)
+    print(f"run dir: {run_dir}  (metrics: {run_dir / 'metrics.jsonl'}, checkpoint: {run_dir / 'latest'})")
+    return 0
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    import sys
+
+    from agentgym.errors import AgentGymError
+
+    parser = argparse.ArgumentParser(prog="python -m agentgym.train")
+    add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["train", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return run(args)
+    except AgentGymError as exc:
+        print(f"agentgym train: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,92 @@
+"""Per-iteration metrics: rollout statistics (pure) and the writers (JSON lines, tensorboard, wandb, tqdm).
+
+run_dir/metrics.jsonl holds one JSON object per iteration (and per evaluation, with "eval/" keys);
+this is always written. Tensorboard and wandb are optional and imported only when asked for.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from agentgym.trajectory import Trajectory
+
+
+def rollout_metrics(trajectories: Sequence[Trajectory], prefix: str = "") -> dict[str, float]:
+    """success, return, turns, valid-action rate, tool-call rate, response tokens of a batch."""
+    if not trajectories:
+        return {}
+    turns = [t for tr in trajectories for t in tr.turns]
+    n_turns = max(len(turns), 1)
+    out = {
+        "success": float(np.mean([tr.success for tr in trajectories])),
+        "return": float(np.mean([tr.total_reward for tr in trajectories])),
+        "turns": float(np.mean([tr.num_turns for tr in trajectories])),
+        "valid_action_rate": sum(t.valid for t in turns) / n_turns,
+        "tool_call_rate": sum(t.tool_calls > 0 for t in turns) / n_turns,
+        "response_tokens": float(sum(len(t.response_ids) for t in turns)),
+        "failed_episodes": float(sum(tr.end_reason == "failed" for tr in trajectories)),
+    }
+    return {prefix + k: v for k, v in out.items()}
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, (np.floating, np.integer)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class MetricsWriter:
+    """JSON lines always; tensorboard/wandb when enabled; a tqdm bar with ETA on a terminal."""
+
+    def __init__(self, run_dir: Path, total: int, start: int = 0, tensorboard: bool = False, wandb: bool = False,
+                 wandb_project: str = "agentgym", config: dict[str, Any] | None = None, progress: bool = True):
+        self.path = run_dir / "metrics.jsonl"
+        self._tb = self._wandb = self._bar = None
+        if tensorboard:
+            from agentgym.errors import require
+
+            tb = require("torch.utils.tensorboard", "hf")
+            self._tb = tb.SummaryWriter(str(run_dir / "tensorboard"))
+        if wandb:
+            from agentgym.errors import require
+
+            self._wandb = require("wandb", "wandb")
+            self._wandb.init(project=wandb_project, config=config or {}, dir=str(run_dir))
+        if progress and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, initial=start, desc="train", unit="it", dynamic_ncols=True)
+
+    def write(self, step: int, metrics: dict[str, Any]) -> None:
+        record = {"iteration": step, **{k: _clean(v) for k, v in metrics.items()}}
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        numeric = {k: v for k, v in record.items() if isinstance(v, (int, float)) and k != "iteration"}
+        if self._tb is not None:
+            for k, v in numeric.items():
+                self._tb.add_scalar(k, v, step)
+        if self._wandb is not None:
+            self._wandb.log(numeric, step=step)
+        if self._bar is not None and "success" in metrics:
+            self._bar.update(1)
+            self._bar.set_postfix(success=f"{metrics['success']:.2f}", ret=f"{metrics.get('return', 0):.2f}")
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        if self._tb is not None:
+            self._tb.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []

@@ -1,0 +1,119 @@
+"""From trajectories to training samples: token ids, the action-token mask and each token's turn.
+
+`trajectory` layout: one sample per episode, the last turn's prompt + response (which holds the whole
+conversation); turn k's response sits at [len(turn_k.prompt_ids), + len(response)). `step` layout:
+one sample per turn, its prompt + response. Only response tokens are trained on (the mask), so
+observation and template tokens never enter a loss. Rows index the `TurnTable` built from the same
+trajectories (`TurnTable.from_trajectories`: row = running turn count).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from agentgym.errors import TokenMismatchError
+from agentgym.trajectory import Trajectory
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One training sequence. `row[j]` is the turn-table row of token j (-1: not an action token)."""
+
+    ids: np.ndarray            # int64 [L]
+    row: np.ndarray            # int64 [L]
+    rollout_logprobs: np.ndarray  # float64 [L], the sampler's logprobs on action tokens, 0 elsewhere
+
+    @property
+    def mask(self) -> np.ndarray:
+        return self.row >= 0
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _row_offsets(trajectories: Sequence[Trajectory]) -> list[int]:
+    offsets, n = [], 0
+    for t in trajectories:
+        offsets.append(n)
+        n += len(t.turns)
+    return offsets
+
+
+def _logprob_array(turn, n: int) -> np.ndarray:
+    lp = np.zeros(n)
+    k = min(n, len(turn.logprobs))
+    lp[:k] = turn.logprobs[:k]
+    return lp
+
+
+def build_samples(trajectories: Sequence[Trajectory], layout: str) -> list[Sample]:
+    """Training samples of the given layout; raises TokenMismatchError if a trajectory-layout turn's
+    prompt is not the previous prompt + response prefix (the token-in-token-out invariant)."""
+    samples: list[Sample] = []
+    for traj, offset in zip(trajectories, _row_offsets(trajectories)):
+        turns = [t for t in traj.turns if t.response_ids]
+        if not turns:
+            continue
+        if layout == "step":
+            for t in turns:
+                ids = np.asarray(t.prompt_ids + t.response_ids, dtype=np.int64)
+                row = np.full(len(ids), -1, dtype=np.int64)
+                row[len(t.prompt_ids):] = offset + t.index
+                lp = np.zeros(len(ids))
+                lp[len(t.prompt_ids):] = _logprob_array(t, len(t.response_ids))
+                samples.append(Sample(ids, row, lp))
+        elif layout == "trajectory":
+            samples.append(_trajectory_sample(traj, turns, offset))
+        else:
+            raise ValueError(f"layout must be 'trajectory' or 'step', got {layout!r}")
+    return samples
+
+
+def _trajectory_sample(traj: Trajectory, turns: list, offset: int) -> Sample:
+    last = turns[-1]
+    ids = np.asarray(last.prompt_ids + last.response_ids, dtype=np.int64)
+    row = np.full(len(ids), -1, dtype=np.int64)
+    lp = np.zeros(len(ids))
+    for t in turns:
+        start, n = len(t.prompt_ids), len(t.response_ids)
+        if start + n > len(ids) or not np.array_equal(ids[start:start + n], t.response_ids) \
+                or not np.array_equal(ids[:start], t.prompt_ids):
+            raise TokenMismatchError(
+                f"trajectory {traj.env_id} seed {traj.seed} sample {traj.sample_index}: turn {t.index}'s prompt + "
+                "response is not a prefix of the final sequence; the rollout re-tokenized something "
+                "(use the trajectory layout of agentgym.rollout, or train with rollout.layout=step)")
+        row[start:start + n] = offset + t.index
+        lp[start:start + n] = _logprob_array(t, n)
+    return Sample(ids, row, lp)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Right-padded tensors of a list of samples (numpy; the trainer moves them to torch)."""
+
+    ids: np.ndarray         # [B, T]
+    attention: np.ndarray   # [B, T] 1 on real tokens
+    row: np.ndarray         # [B, T] turn row per token, -1 elsewhere
+    index: np.ndarray       # [B] sample indices
+
+
+def collate(samples: Sequence[Sample], index: Sequence[int], pad_id: int = 0) -> Batch:
+    width = max(len(samples[i]) for i in index)
+    b = len(index)
+    ids = np.full((b, width), pad_id, dtype=np.int64)
+    att = np.zeros((b, width), dtype=np.int64)
+    row = np.full((b, width), -1, dtype=np.int64)
+    for k, i in enumerate(index):
+        s = samples[i]
+        ids[k, :len(s)] = s.ids
+        att[k, :len(s)] = 1
+        row[k, :len(s)] = s.row
+    return Batch(ids, att, row, np.asarray(index, dtype=np.int64))
+
+
+def micro_batches(samples: Sequence[Sample], index: Sequence[int], size: int) -> list[list[int]]:
+    """Split `index` into micro-batches of `size`, grouping similar lengths to cut padding."""
+    order = sorted(index, key=lambda i: len(samples[i]))
+    return [order[k:k + size] for k in range(0, len(order), size)]

@@ -1,0 +1,155 @@
+"""Build what the trainer needs from the config: model, tokenizer, rollout policy, chat format,
+critic, KL reference, optimizer, and the env's tools. Heavy imports happen here, not at import time.
+
+Model specs (`model.policy`):
+    hf:NAME          the embedded default (smollm2-135m-instruct), a local HF dir or a hub id
+    checkpoint:DIR   a training checkpoint (DIR/model, or DIR/latest's model)
+    vllm:NAME        train the HF weights of NAME here, generate with the vLLM backend (weights pushed)
+    tiny:keydoor     a tiny random Llama with a word-level tokenizer (train/tiny.py), for CPU learning runs
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentgym.errors import ConfigError, require
+from agentgym.train.config import TrainConfig
+
+
+@dataclass
+class Components:
+    model: Any
+    tokenizer: Any
+    policy: Any
+    chat: Any
+    critic: Any
+    ref: Any          # None, or a zero-arg callable returning a context manager that yields the reference model
+    optimizer: Any
+    scheduler: Any
+    device: Any
+    env_id: str
+    tools: list
+    pad_id: int
+
+
+def _checkpoint_model_dir(path: str) -> str:
+    p = Path(path)
+    if (p / "latest").exists():
+        p = p / (p / "latest").read_text().strip()
+    return str(p / "model") if (p / "model").is_dir() else str(p)
+
+
+def load_model(config: TrainConfig, run_dir: Path) -> tuple[Any, Any]:
+    """(model, tokenizer) on the configured device and dtype, in train mode."""
+    torch = require("torch", "hf")
+    m = config.model
+    kind, _, name = m.policy.partition(":")
+    if kind not in ("hf", "checkpoint", "vllm", "tiny") or not name:
+        raise ConfigError(f"model.policy={m.policy!r}: use hf:MODEL, checkpoint:DIR, vllm:MODEL or tiny:keydoor")
+    dtype = getattr(torch, m.dtype)
+    from agentgym.policies.models import load_model_and_tokenizer, load_tokenizer
+
+    if kind == "tiny":
+        from agentgym.train import tiny
+
+        name = str(tiny.build_tiny(run_dir / "tiny-model", name, seed=config.train.seed))
+    elif kind == "checkpoint":
+        name = _checkpoint_model_dir(name)
+    if m.init_from_config:
+        transformers = require("transformers", "hf")
+        tokenizer = load_tokenizer(name)
+        cfg = transformers.AutoConfig.for_model(**{"vocab_size": len(tokenizer), **m.init_from_config})
+        model = transformers.AutoModelForCausalLM.from_config(cfg, torch_dtype=dtype)
+    else:
+        model, tokenizer = load_model_and_tokenizer(name, device="cpu", dtype=dtype)
+    model.to(device=m.device, dtype=dtype)
+    if m.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
+    if m.lora.enabled:
+        peft = require("peft", "hf")
+        lc = peft.LoraConfig(r=m.lora.r, lora_alpha=m.lora.alpha, lora_dropout=m.lora.dropout,
+                             target_modules=list(m.lora.target_modules), task_type="CAUSAL_LM")
+        model = peft.get_peft_model(model, lc)
+    model.eval()  # no dropout: the trainer's log-probs must match the sampler's
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def make_policy(config: TrainConfig, model: Any, tokenizer: Any) -> Any:
+    """The rollout policy: an HFPolicy sharing `model` in place, or a vLLM policy fed pushed weights."""
+    if config.model.policy.startswith("vllm:"):
+        from agentgym.policies import load_policy
+
+        return load_policy(config.model.policy)
+    from agentgym.policies.hf import HFPolicy
+
+    return HFPolicy(model, tokenizer)
+
+
+def make_reference(config: TrainConfig, model: Any) -> Any:
+    """A context-manager factory yielding the frozen reference model (KL penalty), or None."""
+    if config.algorithm.kl_coef <= 0:
+        return None
+    if hasattr(model, "disable_adapter"):  # LoRA: the base model with adapters switched off
+        @contextlib.contextmanager
+        def adapters_off():
+            with model.disable_adapter():
+                yield model
+        return adapters_off
+    ref = copy.deepcopy(model).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return lambda: contextlib.nullcontext(ref)
+
+
+def make_optimizer(config: TrainConfig, model: Any, critic: Any) -> tuple[Any, Any]:
+    torch = require("torch", "hf")
+    o = config.optim
+    groups = [{"params": [p for p in model.parameters() if p.requires_grad], "lr": o.lr}]
+    if critic is not None:
+        own = [p for n, p in critic.named_parameters() if p.requires_grad]
+        groups.append({"params": own, "lr": o.critic_lr})
+    optimizer = torch.optim.AdamW(groups, weight_decay=o.weight_decay, betas=o.betas)
+    scheduler = None
+    if o.warmup_steps > 0:
+        warm = o.warmup_steps
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warm))
+    return optimizer, scheduler
+
+
+def env_tools(config: TrainConfig) -> tuple[str, list]:
+    """Check the env id (did-you-mean on a typo) and read its tools for the chat template."""
+    from agentgym.registration import make
+
+    if config.model.policy == "tiny:keydoor":
+        from agentgym.train import tiny
+
+        tiny.register_tiny_envs()
+    env = make(config.rollout.env, **dict(config.rollout.env_kwargs))
+    try:
+        return config.rollout.env, list(getattr(env, "tools", []) or [])
+    finally:
+        env.close()
+
+
+def build_components(config: TrainConfig, run_dir: Path) -> Components:
+    torch = require("torch", "hf")
+    env_id, tools = env_tools(config)
+    model, tokenizer = load_model(config, run_dir)
+    from agentgym.chat import ChatFormat
+    from agentgym.train.critic import build_critic
+
+    chat = ChatFormat.from_tokenizer(tokenizer)
+    critic = None
+    if config.model.critic != "none":
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        critic = build_critic(config.model.critic, base, config.model.critic_model, config.model.device)
+    optimizer, scheduler = make_optimizer(config, model, critic)
+    return Components(model, tokenizer, make_policy(config, model, tokenizer), chat, critic,
+                      make_reference(config, model), optimizer, scheduler, torch.device(config.model.device),
+                      env_id, tools, int(tokenizer.pad_token_id))

@@ -1,0 +1,192 @@
+"""The PPO update: forward passes over padded micro-batches, per-token targets, gradient accumulation.
+
+Positions are *shifted*: array position p holds what concerns token p+1 (its log-probability under
+the logits at p, the value V(s_p) of the state that emits it), so the arrays of a sample of L tokens
+have L-1 entries and `row[1:]` says which turn each entry's token belongs to.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from agentgym.train import losses as L
+from agentgym.train.samples import Sample, collate, micro_batches
+
+
+@dataclass(frozen=True)
+class Forward:
+    logprobs: torch.Tensor           # [B, T-1]
+    mask: torch.Tensor               # [B, T-1] float, action tokens
+    values: torch.Tensor | None      # [B, T-1]
+    entropy: torch.Tensor | None     # [N_action] entropies at action positions
+
+
+def forward(model: Any, critic: Any, samples: Sequence[Sample], index: Sequence[int], device: torch.device,
+            temperature: float, pad_id: int, want_entropy: bool = False) -> Forward:
+    """One forward pass over `samples[index]` (right-padded)."""
+    batch = collate(samples, index, pad_id)
+    ids = torch.as_tensor(batch.ids, device=device)
+    att = torch.as_tensor(batch.attention, device=device)
+    shared = critic is not None and critic.shared
+    out = model(input_ids=ids, attention_mask=att, output_hidden_states=shared, use_cache=False)
+    logits = out.logits[:, :-1]
+    logprobs = L.token_logprobs(logits, ids[:, 1:], temperature)
+    mask = torch.as_tensor(batch.row[:, 1:] >= 0, device=device).float()
+    values = None
+    if critic is not None:
+        values = critic(ids, att, out.hidden_states[-1] if shared else None)[:, :-1]
+    entropy = None
+    if want_entropy:
+        picked = logits[mask.bool()]
+        entropy = L.entropy_from_logits(picked / temperature) if picked.numel() else logits.new_zeros(0)
+    return Forward(logprobs, mask, values, entropy)
+
+
+def _unpad(t: torch.Tensor, samples: Sequence[Sample], index: Sequence[int]) -> list[np.ndarray]:
+    rows = t.detach().float().cpu().numpy()
+    return [rows[k, :len(samples[i]) - 1].astype(np.float64) for k, i in enumerate(index)]
+
+
+@dataclass
+class Scored:
+    """Per-sample shifted arrays from the no-grad pass before the update."""
+
+    old_logprobs: list[np.ndarray]
+    ref_logprobs: list[np.ndarray] | None
+    old_values: list[np.ndarray] | None
+
+
+@torch.no_grad()
+def score(model: Any, critic: Any, ref: Any, samples: Sequence[Sample], micro: int, device: torch.device,
+          temperature: float, pad_id: int) -> Scored:
+    """Old log-probs (recomputed by the trained model), reference log-probs and old values."""
+    n = len(samples)
+    old: list[Any] = [None] * n
+    refs: list[Any] | None = [None] * n if ref is not None else None
+    vals: list[Any] | None = [None] * n if critic is not None else None
+    for index in micro_batches(samples, range(n), micro):
+        f = forward(model, critic, samples, index, device, temperature, pad_id)
+        for i, a in zip(index, _unpad(f.logprobs, samples, index)):
+            old[i] = a
+        if vals is not None:
+            for i, a in zip(index, _unpad(f.values, samples, index)):
+                vals[i] = a
+        if refs is not None:
+            with ref() as ref_model:
+                r = forward(ref_model, None, samples, index, device, temperature, pad_id)
+            for i, a in zip(index, _unpad(r.logprobs, samples, index)):
+                refs[i] = a
+    return Scored(old, refs, vals)
+
+
+def _pad(arrays: Sequence[np.ndarray], index: Sequence[int], width: int, device: torch.device) -> torch.Tensor:
+    out = np.zeros((len(index), width))
+    for k, i in enumerate(index):
+        out[k, :len(arrays[i])] = arrays[i]
+    return torch.as_tensor(out, dtype=torch.float32, device=device)
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Per-sample shifted arrays the loss needs: advantages, value returns and where the critic trains."""
+
+    advantages: list[np.ndarray]
+    returns: list[np.ndarray] | None
+    value_mask: list[np.ndarray] | None
+    segments: list[np.ndarray]      # turn id (table row) of each position, for turn-level ratios
+
+
+@dataclass
+class UpdateStats:
+    policy_loss: float = 0.0
+    value_loss: float = 0.0
+    entropy: float = 0.0
+    kl: float = 0.0
+    approx_kl: float = 0.0
+    clip_fraction: float = 0.0
+    grad_norm: float = 0.0
+    steps: int = 0
+    micro: int = 0
+
+    def as_metrics(self) -> dict[str, float]:
+        m = max(self.micro, 1)
+        return {"policy_loss": self.policy_loss, "value_loss": self.value_loss, "entropy": self.entropy / m,
+                "kl": self.kl / m, "approx_kl": self.approx_kl / m, "clip_fraction": self.clip_fraction / m,
+                "grad_norm": self.grad_norm / max(self.steps, 1), "optimizer_steps": float(self.steps)}
+
+
+def _denom(samples: Sequence[Sample], index: Sequence[int], agg: str) -> float:
+    if agg == "token-mean":
+        return float(max(sum(int(samples[i].mask[1:].sum()) for i in index), 1))
+    if agg == "seq-mean-token-sum-norm":
+        return float(len(index) * max(len(samples[i]) - 1 for i in index))
+    return float(len(index))
+
+
+def micro_loss(cfg: Any, f: Forward, index: Sequence[int], scored: Scored, targets: Targets,
+               denoms: tuple[float, float], device: torch.device, stats: UpdateStats) -> torch.Tensor:
+    """The loss of one micro-batch, scaled so micro-batch losses add up to the mini-batch loss."""
+    denom, vden = denoms
+    width = f.logprobs.shape[1]
+    pad = lambda arrays: _pad(arrays, index, width, device)  # noqa: E731
+    adv, old = pad(targets.advantages), pad(scored.old_logprobs)
+    seg = pad(targets.segments).long().clamp(min=0)
+    out = L.ppo_policy_loss(f.logprobs, old, adv, f.mask, clip_low=cfg.clip_low, clip_high=cfg.clip_high,
+                            dual_clip=cfg.dual_clip, ratio_level=cfg.ratio_level, segments=seg, agg=cfg.loss_agg,
+                            denom=denom)
+    loss = out.loss
+    stats.policy_loss += out.loss.item()
+    stats.clip_fraction += out.clip_fraction
+    stats.approx_kl += out.approx_kl
+    if scored.ref_logprobs is not None:
+        kl = L.aggregate(L.kl_penalty(f.logprobs, pad(scored.ref_logprobs), cfg.kl_estimator), f.mask,
+                         cfg.loss_agg, denom)
+        loss = loss + cfg.kl_coef * kl
+        stats.kl += kl.item() * denom / max(f.mask.sum().item(), 1.0)
+    if f.entropy is not None and f.entropy.numel():
+        ent_mean = f.entropy.mean()
+        stats.entropy += ent_mean.item()
+        if cfg.entropy_coef:
+            ent = torch.zeros_like(f.logprobs).masked_scatter(f.mask.bool(), f.entropy)
+            loss = loss - cfg.entropy_coef * L.aggregate(ent, f.mask, cfg.loss_agg, denom)
+    if f.values is not None and targets.returns is not None:
+        vmask = pad(targets.value_mask)
+        v = L.value_loss(f.values, pad(scored.old_values), pad(targets.returns), vmask, cfg.value_clip, "token-mean",
+                         vden)
+        loss = loss + cfg.value_coef * v
+        stats.value_loss += v.item()
+    stats.micro += 1
+    return loss
+
+
+def ppo_update(model: Any, critic: Any, optimizer: Any, scheduler: Any, samples: Sequence[Sample], scored: Scored,
+               targets: Targets, cfg: Any, train_cfg: Any, max_grad_norm: float, temperature: float, pad_id: int,
+               device: torch.device, shuffle_seed: int) -> UpdateStats:
+    """`ppo_epochs` passes; each splits the batch into `mini_batches` optimizer steps, each accumulating
+    gradients over micro-batches of `micro_batch_size` samples."""
+    stats = UpdateStats()
+    rng = np.random.default_rng(shuffle_seed)  # its own stream: resume reproduces the same order
+    params = [p for p in model.parameters() if p.requires_grad]
+    if critic is not None:
+        params += [p for p in critic.parameters() if p.requires_grad]
+    want_entropy = True
+    for _ in range(train_cfg.ppo_epochs):
+        order = rng.permutation(len(samples))
+        for mini in np.array_split(order, min(train_cfg.mini_batches, len(samples))):
+            stats.policy_loss = stats.value_loss = 0.0  # report the last mini-batch's losses
+            denom = _denom(samples, mini, cfg.loss_agg)
+            vden = max(sum(float(targets.value_mask[i].sum()) for i in mini), 1.0) if targets.value_mask else 1.0
+            optimizer.zero_grad(set_to_none=True)
+            for index in micro_batches(samples, mini.tolist(), train_cfg.micro_batch_size):
+                f = forward(model, critic, samples, index, device, temperature, pad_id, want_entropy)
+                micro_loss(cfg, f, index, scored, targets, (denom, vden), device, stats).backward()
+            norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+            stats.grad_norm += float(norm)
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            stats.steps += 1
+    return stats
