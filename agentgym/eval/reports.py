@@ -88,8 +88,8 @@ def _pass_cell(m: dict[str, Any]) -> str:
     return " / ".join(f"@{k} {_pct(v)}" for k, v in m["pass_at_k"].items()) or "-"
 
 
-TABLE_COLUMNS = ("env", "episodes", "success (95% CI)", "pass@k", "return", "turns", "tokens", "invalid",
-                 "tool calls (errors)", "wall s")
+TABLE_COLUMNS = ("env", "episodes", "success (95% CI)", "pass@k", "mean return", "mean turns", "mean tokens",
+                 "invalid actions", "tool calls (errors)", "episode time s (sum)")
 
 
 def metric_row(name: str, m: dict[str, Any]) -> list[str]:
