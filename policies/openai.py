@@ -20,6 +20,7 @@ import logging
 import math
 import random
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -119,6 +120,7 @@ class OpenAIPolicy(BasePolicy):
         self.transport = transport
         self.text_prompts = False  # set once the server has refused token-id prompts
         self._warned = False
+        self._gates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def chat_format(self) -> Any:
         if self.tokenizer is None:
@@ -146,13 +148,21 @@ class OpenAIPolicy(BasePolicy):
                                      transport=self.transport) as client:
             if self.model is None:
                 self.model = await self._discover_model(client)
-            gate = asyncio.Semaphore(self.max_concurrency)
+            gate = self._gate()
             results = await asyncio.gather(*[self._one(client, gate, r) for r in requests],
                                            return_exceptions=True)
         for result in results:  # after every request is done, so nothing is left running
             if isinstance(result, BaseException):
                 raise result
         return list(results)
+
+    def _gate(self) -> asyncio.Semaphore:
+        """One semaphore per event loop, so concurrent `agenerate` calls share the concurrency limit."""
+        loop = asyncio.get_running_loop()
+        gate = self._gates.get(loop)
+        if gate is None:
+            gate = self._gates[loop] = asyncio.Semaphore(self.max_concurrency)
+        return gate
 
     async def _discover_model(self, client: httpx.AsyncClient) -> str:
         """The first served model's id (servers that serve one model accept any name anyway)."""

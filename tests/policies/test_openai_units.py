@@ -145,6 +145,25 @@ def test_concurrency_is_limited():
     assert all(g.finish_reason == "stop" for g in gens) and state["peak"] == 3
 
 
+def test_concurrency_limit_is_shared_by_concurrent_calls():
+    state = {"now": 0, "peak": 0}
+
+    async def handler(request):
+        state["now"] += 1
+        state["peak"] = max(state["peak"], state["now"])
+        await asyncio.sleep(0.02)
+        state["now"] -= 1
+        return ok()
+
+    policy = policy_with(handler, max_concurrency=2)
+
+    async def two_callers():
+        return await asyncio.gather(policy.agenerate([REQ] * 4), policy.agenerate([REQ] * 4))
+
+    first, second = asyncio.run(two_callers())
+    assert len(first) == len(second) == 4 and state["peak"] == 2
+
+
 def test_no_token_ids_is_a_clear_policy_error():
     def handler(request):
         return ok({"text": "hi", "finish_reason": "stop", "logprobs": {"tokens": ["hi"], "token_logprobs": [-1]}})
