@@ -277,7 +277,10 @@ def _pick_action(env: gym.Env, info: dict, rng: random.Random) -> str:
 def _play(env: gym.Env, seed: int, max_steps: int, actions: Sequence[str] | None = None) -> _Run:
     """One checked episode from reset(seed); replays `actions` when given, else picks its own."""
     run, rng = _Run(), random.Random(seed)
-    obs, info = _guard("api", lambda: env.reset(seed=seed))
+    result = _guard("api", lambda: env.reset(seed=seed))
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise CheckError(f"[api] reset(seed={seed}) must return (obs, info), got {_short(result)}")
+    obs, info = result
     check_observation(env, obs, f"reset(seed={seed})")
     check_info(info, f"reset(seed={seed})", step=False)
     run.steps.append(_fingerprint(obs, info))

@@ -164,6 +164,16 @@ class GymnasiumTextSpace(Guess):
     observation_space = gym.spaces.Text(100)
 
 
+class ResetReturnsObsOnly(Guess):
+    def reset(self, *, seed=None, options=None):
+        return super().reset(seed=seed, options=options)[0]
+
+
+class StepReturnsFour(Guess):
+    def step(self, action):
+        return super().step(action)[:4]
+
+
 class NeedsMissingModule(Guess):
     def __init__(self):
         require("agentgym_no_such_module_xyz", "xyz")
@@ -228,6 +238,14 @@ def test_without_gymnasium_checks_our_determinism_check_catches_them_too(env_cls
     with pytest.raises(CheckError, match=r"^\[determinism\]") as err:
         check_env(env_cls, gymnasium_checks=False)
     assert fragment in str(err.value)
+
+
+@pytest.mark.parametrize("env_cls", [ResetReturnsObsOnly, StepReturnsFour])
+def test_wrong_return_shapes_are_api_failures(env_cls):
+    with pytest.raises(CheckError, match=r"^\[api\] .*(reset|step).* must return"):
+        check_env(env_cls, gymnasium_checks=False)
+    with pytest.raises(CheckError, match=r"^\[gymnasium\]"):
+        check_env(env_cls)
 
 
 def test_garbage_may_be_valid_for_free_text_envs():
