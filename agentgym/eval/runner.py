@@ -49,6 +49,7 @@ class EvalConfig:
     max_observation_tokens: int | None = None  # observations truncated to this many tokens
     resume: bool = True                      # reuse OUT's finished episodes; False starts afresh
     keep_prompt_ids: bool = False            # store every turn's prompt token ids (large; for debugging)
+    async_mode: bool = False                 # send each env's next request as soon as it is ready (servers)
 
     def __post_init__(self) -> None:
         checks = [(self.episodes >= 1, f"--episodes must be >= 1, got {self.episodes}"),
@@ -325,7 +326,8 @@ def _run_batch(config: EvalConfig, entry: SuiteEntry, seeds: list[int], samples:
     rcfg = RolloutConfig(max_turns=config.max_turns, layout=config.layout, history_turns=config.history_turns,
                          max_context_tokens=config.max_context_tokens,
                          max_observation_tokens=config.max_observation_tokens, sampling=sampling,
-                         executor="thread", env_workers=config.workers)
+                         executor="thread", env_workers=config.workers, async_mode=config.async_mode,
+                         max_inflight_batches=config.workers if config.async_mode else 1)
     returned = rollout(entry.env_id, policy, chat, seeds, group_size=len(samples), config=rcfg,
                        env_kwargs=dict(entry.kwargs), reset_options={"split": config.split},
                        start_group_id=config.entries.index(entry) * config.episodes + (seeds[0] - config.seed),

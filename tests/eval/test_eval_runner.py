@@ -141,8 +141,10 @@ def test_resuming_a_different_eval_is_refused(tmp_path):
     assert fresh.ran_now == 3
 
 
-def test_oracle_solves_the_toy_suite_and_results_validate(tmp_path):
-    run = run_eval(config(tmp_path, episodes=5, samples=2), policy=OraclePolicy(), progress=False)
+@pytest.mark.parametrize("async_mode", [False, True])
+def test_oracle_solves_the_toy_suite_and_results_validate(tmp_path, async_mode):
+    run = run_eval(config(tmp_path, episodes=5, samples=2, async_mode=async_mode), policy=OraclePolicy(),
+                   progress=False)
     results = load_results(run.paths["results"])
     validate_results(results)
     for env in results["envs"]:
