@@ -168,6 +168,9 @@ def check_gymnasium(env: gym.Env, seed: int = 0) -> tuple[str, ...]:
             except MissingDependencyError:
                 raise
             except Exception as exc:
+                missing = as_missing_dependency(exc)
+                if missing is not None:
+                    raise missing from exc
                 raise CheckError(f"[gymnasium] {name}: {type(exc).__name__}: {exc}") from exc
     return tuple(dict.fromkeys(str(w.message) for w in caught))
 
