@@ -72,6 +72,7 @@ class CheckOutcome:
     env_id: str
     status: str
     message: str = ""
+    report: CheckReport | None = None
 
 
 @dataclass
@@ -478,7 +479,7 @@ def check_all(env_ids: Sequence[str] | None = None, **kwargs: Any) -> list[Check
     for env_id in env_ids if env_ids is not None else list_envs():
         try:
             report = check_env(env_id, **kwargs)
-            outcomes.append(CheckOutcome(env_id, "ok", f"{len(report.checks)} checks passed"))
+            outcomes.append(CheckOutcome(env_id, "ok", f"{len(report.checks)} checks passed", report))
         except MissingDependencyError as exc:
             outcomes.append(CheckOutcome(env_id, "skipped", str(exc)))
         except AgentGymError as exc:

@@ -29,6 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--all", action="store_true", help="check every registered env")
     p.add_argument("--seeds", default="0,1", help="comma-separated reset seeds (default: 0,1)")
     p.add_argument("--max-steps", type=int, default=12, help="steps per checked episode (default: 12)")
+    p.add_argument("-v", "--verbose", action="store_true", help="list the checks passed and Gymnasium's warnings")
     p.set_defaults(func=cmd_check)
 
     p = subparsers.add_parser("play", help="play an env yourself in the terminal")
@@ -133,6 +134,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         counts[outcome.status] += 1
         label = {"ok": "ok     ", "failed": "FAILED ", "skipped": "skipped"}[outcome.status]
         print(f"{label} {env_id}  {outcome.message}", flush=True)
+        if args.verbose and outcome.report is not None:
+            print(f"        checks: {', '.join(outcome.report.checks)}")
+            for warning in outcome.report.warnings:
+                print(f"        gymnasium warning: {warning.strip()}")
     print(f"\n{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped")
     return 1 if counts["failed"] else 0
 

@@ -49,6 +49,9 @@ def test_check(capsys):
     assert main(["check", "agentgym/Toy-KeyDoor-v0", "agentgym/Toy-Calculator-v0", "--seeds", "0"]) == 0
     out = capsys.readouterr().out
     assert "ok      agentgym/Toy-KeyDoor-v0" in out and "2 ok, 0 failed, 0 skipped" in out
+    assert "checks:" not in out
+    assert main(["check", "agentgym/Toy-KeyDoor-v0", "-v"]) == 0
+    assert "checks: api, gymnasium, observation, info, anchor, reward, determinism" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("args, fragment", [
