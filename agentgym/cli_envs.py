@@ -10,7 +10,8 @@ from agentgym.errors import ConfigError
 
 PLAY_HELP = """Type an action and press Enter (one line per turn; a tool call is one line of JSON in tags).
 Commands:  :help  this text    :reset [SEED]  new episode    :oracle  show a good action (if known)
-           :tools  tool schemas    :quit  leave (end of input leaves too)"""
+           :tools  tool schemas    :quit  leave (end of input leaves too)
+An action that starts with ':' is typed with '::' in front (`::x` sends `:x`)."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -99,14 +99,14 @@ def test_check_all_covers_every_registered_env(monkeypatch, capsys):
 
 
 def test_play_through_a_pipe():
-    script = ":help\n:oracle\nleft\ndance\n:reset 3\n:bogus\n:tools\n:reset x\n"
+    script = ":help\n:oracle\nleft\ndance\n:reset 3\n:bogus\n:tools\n:reset x\n::quit\n"
     out = run_cli("play", "agentgym/Toy-KeyDoor-v0", "--seed", "1", stdin=script)
     assert out.returncode == 0, out.stderr
     text = out.stdout
     for fragment in ("Find the key, take it, then open the door", "=== episode (seed 1)", "You are in room 3",
                      "[admissible: left]", ":reset [SEED]", "oracle: left", "valid=True", "valid=False",
                      "Unknown command 'dance'", "=== episode (seed 3)", "unknown command ':bogus'",
-                     "this env has no tools", "usage: :reset [SEED]", "bye"):
+                     "this env has no tools", "usage: :reset [SEED]", "Unknown command ':quit'", "bye"):
         assert fragment in text, fragment
 
 
