@@ -9,7 +9,6 @@ and targets.py, the gradient steps in update.py, the files in checkpoint.py and 
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import random
 import time
@@ -18,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from agentgym.errors import ConfigError, TokenMismatchError, require
+from agentgym.errors import require
 from agentgym.train.config import TrainConfig
 from agentgym.trajectory import Trajectory, TurnTable
 
@@ -169,6 +168,7 @@ class Trainer:
             metrics.update(_batch_stats(samples, scored, targets))
         t2 = time.perf_counter()
         metrics.update(_timing(first, t1 - t0, t2 - t1, sum(len(s) for s in samples)))
+        metrics.update(_gpu_memory(self.device))
         self.iteration += 1
         return metrics
 
@@ -241,6 +241,15 @@ def _truncate_metrics(path: Path, iteration: int) -> None:
     if path.exists():
         lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
         path.write_text("".join(ln + "\n" for ln in lines if json.loads(ln).get("iteration", -1) < iteration))
+
+
+def _gpu_memory(device: Any) -> dict[str, float]:
+    """Peak GPU memory so far (GiB) when training on CUDA."""
+    if getattr(device, "type", "") != "cuda":
+        return {}
+    import torch
+
+    return {"gpu/peak_memory_gib": torch.cuda.max_memory_allocated(device) / 2**30}
 
 
 def _batch_stats(samples: Sequence[Any], scored: Any, targets: Any) -> dict[str, float]:
