@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients for the server row")
     parser.add_argument("--rank-docs", type=int, default=0, help="rank-bm25 on this many docs (0 = all)")
     parser.add_argument("--rank-queries", type=int, default=50)
-    parser.add_argument("--dense-docs", type=int, default=2000, help="documents embedded for the dense rows")
+    parser.add_argument("--dense-docs", type=int, default=1000, help="documents embedded for the dense rows")
     parser.add_argument("--dense-queries", type=int, default=100)
     parser.add_argument("--no-dense", action="store_true")
     args = parser.parse_args(argv)

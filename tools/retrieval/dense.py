@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -19,11 +18,7 @@ import numpy as np
 from agentgym.errors import require
 from agentgym.tools.retrieval.corpus import Corpus, Hit
 
-# Every forward pass runs on one dedicated worker thread, one at a time. Measured on a busy 2-core
-# machine, torch's intra-op team in the main thread oversubscribes the CPU: single queries took 150 ms
-# there against 30 ms on a worker thread, and bulk embedding ran 1.5-2x faster on the worker.
-_ENCODER: ThreadPoolExecutor | None = None
-_ENCODER_LOCK = threading.Lock()
+_ENCODE_LOCK = threading.Lock()  # one forward pass at a time: torch already spreads one over the cores
 
 
 def model_path() -> str:
@@ -43,13 +38,10 @@ def load_model(path: str | None = None, device: str = "cpu") -> Any:
 
 def encode(texts: list[str], batch_size: int = 64, model: Any = None) -> np.ndarray:
     """L2-normalised float32 embeddings, one row per text."""
-    global _ENCODER
     model = model or load_model()
-    with _ENCODER_LOCK:
-        if _ENCODER is None:
-            _ENCODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dense-encode")
-    vectors = _ENCODER.submit(model.encode, texts, batch_size=batch_size, normalize_embeddings=True,
-                              convert_to_numpy=True, show_progress_bar=False).result()
+    with _ENCODE_LOCK:
+        vectors = model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
+                               convert_to_numpy=True, show_progress_bar=False)
     return np.asarray(vectors, dtype=np.float32)
 
 
