@@ -7,6 +7,7 @@ module or a zero-argument callable that calls `agentgym.register(...)`.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import threading
 from dataclasses import dataclass, field
@@ -141,8 +142,10 @@ def make(id: str, max_turns: int | None = None, **kwargs: Any) -> gym.Env:
     env_spec = spec(id)
     creator = env_spec.entry_point if callable(env_spec.entry_point) else load_env_creator(env_spec.entry_point)
     env = creator(**{**env_spec.kwargs, **kwargs})
-    env.unwrapped.spec = env_spec
     limit = max_turns if max_turns is not None else env_spec.max_episode_steps
+    # The spec records what this env was made with, so `env.spec.make()` rebuilds the same env.
+    env.unwrapped.spec = dataclasses.replace(env_spec, kwargs={**env_spec.kwargs, **kwargs},
+                                             max_episode_steps=limit or None)
     return TurnLimit(env, limit) if limit else env
 
 

@@ -26,7 +26,9 @@ def test_register_make_and_kwargs(scratch_ids):
     agentgym.register("test/Corridor-v0", KEYDOOR, max_turns=3, kwargs={"length": 5})
     env = agentgym.make("test/Corridor-v0")
     assert isinstance(env, TurnLimit) and env.max_turns == 3 and env.unwrapped.length == 5
-    assert agentgym.make("test/Corridor-v0", length=7).unwrapped.length == 7
+    env7 = agentgym.make("test/Corridor-v0", length=7, max_turns=9)
+    assert env7.unwrapped.length == 7 and env7.spec.kwargs == {"length": 7} and env7.spec.max_episode_steps == 9
+    assert agentgym.spec("test/Corridor-v0").kwargs == {"length": 5}  # the registered spec is untouched
     assert agentgym.spec("test/Corridor-v0").max_episode_steps == 3
     assert "test/Corridor-v0" in agentgym.list_envs()
     assert isinstance(gym.make("test/Corridor-v0").unwrapped, type(env.unwrapped))  # plain gymnasium too
