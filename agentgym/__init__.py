@@ -7,7 +7,7 @@ from agentgym.errors import AgentGymError
 from agentgym.registration import (SuiteEntry, list_envs, list_suites, make, register, register_suite, spec,
                                    suite)
 from agentgym.spaces import Text
-from agentgym.tools import Tool, ToolCall, ToolResult, tool
+from agentgym.toolcalls import Tool, ToolCall, ToolResult, tool
 from agentgym.trajectory import Trajectory, Turn, TurnTable
 
 __version__ = "0.1.0"

@@ -21,7 +21,7 @@ from typing import Any, Hashable, Sequence
 import gymnasium as gym
 
 from agentgym.spaces import Text
-from agentgym.tools import Tool, ToolResult, extract_tag, parse_tool_calls, run_tool
+from agentgym.toolcalls import Tool, ToolResult, extract_tag, parse_tool_calls, run_tool
 
 INFO_KEYS = ("success", "valid_action", "anchor", "reward_components", "admissible_actions", "task_id",
              "tool_results")

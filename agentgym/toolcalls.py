@@ -27,13 +27,6 @@ from typing import Any, Callable, Literal, Union, get_args, get_origin
 
 from agentgym.errors import ToolError
 
-# `agentgym.tools` is also the name setup.py gives the top-level tools/ folder (retrieval, sandboxes...),
-# and in a source checkout / editable install this module is found first, which made
-# `agentgym.tools.retrieval` "not a package". A module with `__path__` is a package to the import
-# system, so the back ends import from here. (A built wheel needs a layout fix: see tests/test_wheel.py.)
-_BACKENDS = __import__("pathlib").Path(__file__).resolve().parent.parent / "tools"
-__path__ = [str(_BACKENDS)] if (_BACKENDS / "__init__.py").is_file() else []
-
 _JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
                                list: "array", dict: "object"}
 

@@ -7,4 +7,6 @@ FAMILIES = ("toy", "household", "textworld", "search", "swe", "web")
 
 for _family in FAMILIES:
     if importlib.util.find_spec(f"agentgym.envs.{_family}") is not None:
-        importlib.import_module(f"agentgym.envs.{_family}").register_envs()
+        _register = getattr(importlib.import_module(f"agentgym.envs.{_family}"), "register_envs", None)
+        if _register is not None:  # a family folder without it is not an env family (yet)
+            _register()

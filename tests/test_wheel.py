@@ -43,9 +43,6 @@ def test_wheel_contains_only_agentgym(wheel):
     assert "agentgym = agentgym.cli:main" in entry_points
 
 
-@pytest.mark.xfail(strict=True, reason="agentgym/tools.py and the tools/ folder (mapped to agentgym.tools) are "
-                   "both installed; the package wins, so `from agentgym.tools import Tool` fails. Fix: move "
-                   "agentgym/tools.py into tools/__init__.py, then drop this marker.")
 def test_installed_wheel_imports(wheel, tmp_path):
     target = tmp_path / "site"
     out = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
