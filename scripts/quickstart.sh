@@ -18,6 +18,10 @@ CONFIG=train/configs/quickstart_cpu.yaml
 EPISODES=${QS_EPISODES:-16}
 PY=${PYTHON:-python3}
 START=$SECONDS
+# One math thread per process: on a 2-core machine that other work shares, two OpenMP threads spin at
+# barriers waiting for a descheduled peer, and small matmuls (a 135M model's decode steps) get ~100x
+# slower (measured: 1000 576x576 matmuls 22.7 s with 2 threads vs 0.2 s with 1). Override to taste.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 
 step() { printf '\n== [%4ds] %s\n' "$((SECONDS - START))" "$*"; }
 
