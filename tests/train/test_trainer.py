@@ -50,7 +50,10 @@ def test_checkpoint_model_loads_as_a_policy(tmp_path: Path):
 
 @pytest.mark.parametrize("extra", [
     ["algorithm.estimator=turn_gae", "model.critic=shared", "algorithm.ratio_level=turn"],
-    ["algorithm.estimator=bi_level_gae", "model.critic=shared", "algorithm.kl_coef=0.1", "algorithm.entropy_coef=0.01"],
+    ["algorithm.estimator=bi_level_gae", "model.critic=shared", "algorithm.kl_coef=0.1", "algorithm.entropy_coef=0.01",
+     "logging.tensorboard=true"],
+    ["algorithm.estimator=turn_gae", "model.critic=separate"],
+    ["algorithm.similarity=0.9", "algorithm.norm=mean", "algorithm.episode_stats=turn"],
     ["algorithm.estimator=rloo", "algorithm.dynamic_sampling=true", "algorithm.ratio_level=sequence",
      "algorithm.turn_cap_schedule=[[0, 2]]", "rollout.layout=trajectory"],
     ["algorithm.estimator=reinforce_pp", "model.lora.enabled=true", "model.lora.target_modules=[q_proj, v_proj]",
@@ -60,8 +63,10 @@ def test_every_estimator_and_option_runs_an_iteration(tmp_path: Path, extra):
     run = train(small_config(tmp_path / "r", "train.iterations=1", *extra))
     [m] = read_metrics(run)
     assert m["samples"] > 0 and m["grad_norm"] >= 0 and m["logprob_diff"] < 1e-3
-    if "model.critic=shared" in extra:
+    if any(e.startswith("model.critic=") for e in extra):
         assert m["value_loss"] > 0
+    if "logging.tensorboard=true" in extra:
+        assert list((run / "tensorboard").glob("events.*"))
     if "algorithm.turn_cap_schedule=[[0, 2]]" in extra:
         assert m["turns"] <= 2 and "groups_kept" in m
 
