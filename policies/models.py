@@ -174,6 +174,11 @@ def load_model_and_tokenizer(name: str = DEFAULT_MODEL, device: str | None = Non
     """Load (model, tokenizer) for a model spec, on `device` (default: cuda if present) in eval mode."""
     device = device or default_device()
     dtype = dtype if dtype is not None else default_dtype(device)
+    if isinstance(dtype, str):  # "bfloat16", "float32", as configs spell them
+        torch = require("torch", "hf")
+        if not isinstance(getattr(torch, dtype, None), torch.dtype):
+            raise PolicyError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16")
+        dtype = getattr(torch, dtype)
     source = resolve_model(name)
     cached = _cache_dir(source)
     if cached is not None and (cached / "DONE").is_file():

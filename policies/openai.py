@@ -9,6 +9,10 @@ was built with `retokenize=True` and a tokenizer: then the prompt goes as its de
 returned text is tokenised locally. That breaks token-in-token-out (the ids trained on may differ from
 the ids sampled), so every such Generation has `retokenized=True` and a warning is logged once.
 
+Logprobs are what the server reports for the sampled token: vLLM's default is the raw model
+distribution (temperature 1; `--logprobs-mode processed_logprobs` gives the tempered one, which is
+what the `hf` policy records), llama.cpp's are of the raw logits. Missing values are NaN.
+
 Failures never hang a rollout: each request has a timeout, 429/5xx and connection errors are retried
 with bounded exponential backoff, and a request that still fails comes back as a Generation with
 `finish_reason="error"` and the reason in `error`; the rest of the batch is unaffected.

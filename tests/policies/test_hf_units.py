@@ -76,3 +76,11 @@ def test_hub_id_offline_gives_clear_error(monkeypatch):
 
     with pytest.raises(PolicyError, match="cannot fetch it offline"):
         load_tokenizer("agentgym-test/no-such-model-anywhere")
+
+
+def test_bad_dtype_string_is_a_clear_error():
+    pytest.importorskip("torch")
+    from agentgym.policies.models import load_model_and_tokenizer
+
+    with pytest.raises(PolicyError, match="unknown dtype 'float99'"):
+        load_model_and_tokenizer(DEFAULT_MODEL, device="cpu", dtype="float99")
