@@ -55,9 +55,14 @@ class MetricsWriter:
             tb = require("torch.utils.tensorboard", "hf")
             self._tb = tb.SummaryWriter(str(run_dir / "tensorboard"))
         if wandb:
-            from agentgym.errors import require
+            try:
+                import wandb as wandb_module
+            except ImportError as exc:
+                from agentgym.errors import ConfigError
 
-            self._wandb = require("wandb", "wandb")
+                raise ConfigError("logging.wandb=true needs wandb: pip install wandb (or set logging.wandb=false)"
+                                  ) from exc
+            self._wandb = wandb_module
             self._wandb.init(project=wandb_project, config=config or {}, dir=str(run_dir))
         if progress and sys.stderr.isatty():
             from tqdm import tqdm

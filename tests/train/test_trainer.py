@@ -24,13 +24,14 @@ def small_config(run_dir: Path, *extra: str):
     return load_config("toy_learning", [f"train.run_dir={run_dir}", *SMALL, *extra])
 
 
-def test_kill_and_resume_gives_the_same_next_iteration(tmp_path: Path):
-    full = train(small_config(tmp_path / "full", "train.iterations=3"))
+@pytest.mark.parametrize("extra", [[], ["model.lora.enabled=true", "model.lora.target_modules=[q_proj, v_proj]"]])
+def test_kill_and_resume_gives_the_same_next_iteration(tmp_path: Path, extra):
+    full = train(small_config(tmp_path / "full", "train.iterations=3", *extra))
     # "killed" after iteration 2: a run that stops there, then a fresh trainer resuming from its checkpoint
     part = tmp_path / "part"
-    train(small_config(part, "train.iterations=2"))
+    train(small_config(part, "train.iterations=2", *extra))
     assert (part / "latest").read_text() == "ckpt-2"
-    train(small_config(part, "train.iterations=3", "checkpoint.resume=auto"))
+    train(small_config(part, "train.iterations=3", "checkpoint.resume=auto", *extra))
     a, b = read_metrics(full), read_metrics(part)
     assert [m["iteration"] for m in b] == [0, 1, 2]
     for key in DETERMINISTIC_KEYS:
