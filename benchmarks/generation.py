@@ -1,7 +1,7 @@
 """HF policy: batched vs one-by-one generation tokens/s, side by side in one run (target: batched >= 4x).
 
     python benchmarks/generation.py                      # 16 prompts, 32 new tokens, SmolLM2-135M
-    python benchmarks/generation.py --prompts 32 --threads 1
+    python benchmarks/generation.py --prompts 32 --threads 0   # torch's default thread count
 
 Both modes run the same greedy requests, so they generate exactly the same tokens (checked); only the
 wall time differs. Batched = one `generate` call with all prompts (left padding + KV cache, finished rows
@@ -34,16 +34,26 @@ def _timed(fn):
     return out, time.perf_counter() - start
 
 
-def bench_generation(n_prompts: int = 16, max_tokens: int = 32, threads: int | None = None,
+def bench_generation(n_prompts: int = 16, max_tokens: int = 32, threads: int | None = 1,
                      model: str = "smollm2-135m-instruct", repeats: int = 1) -> dict[str, float]:
     """Print and return batched vs one-by-one tokens/s of the HF policy (greedy, same tokens both ways)."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return _run(model, n_prompts, max_tokens, repeats)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run(model: str, n_prompts: int, max_tokens: int, repeats: int) -> dict[str, float]:
     import torch
 
     from agentgym.policies.base import GenerationRequest, SamplingParams
     from agentgym.policies.hf import HFPolicy
 
-    if threads:
-        torch.set_num_threads(threads)
     policy, load_s = _timed(lambda: HFPolicy.from_pretrained(model, max_batch_size=max(n_prompts, 1)))
     sampling = SamplingParams(temperature=0.0, max_tokens=max_tokens)
     requests = [GenerationRequest(p, sampling) for p in _prompts(policy.tokenizer, n_prompts)]
@@ -81,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=16, help="number of concurrent prompts")
     parser.add_argument("--max-tokens", type=int, default=32, help="new tokens per prompt")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads; 0 = torch's default (on a small shared CPU, extra OpenMP threads "
+                             "spin against other processes and can be several times slower)")
     parser.add_argument("--model", default="smollm2-135m-instruct", help="model spec (as for hf:MODEL)")
     parser.add_argument("--repeats", type=int, default=1, help="best of this many timings per mode")
     args = parser.parse_args(argv)
