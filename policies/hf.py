@@ -145,7 +145,12 @@ class HFPolicy(BasePolicy):
         with self._lock:
             for start in range(0, len(rows), self.max_batch_size):
                 chunk = rows[start:start + self.max_batch_size]
-                self._generate_batch(chunk)
+                try:
+                    self._generate_batch(chunk)
+                except RuntimeError as exc:  # e.g. CUDA out of memory: fail this chunk, not the rollout
+                    for row in chunk:
+                        results[row.index] = Generation((), "", (), "error", f"generation failed: {exc}")
+                    continue
                 for row in chunk:
                     results[row.index] = self._finish(row)
         return results  # type: ignore[return-value]

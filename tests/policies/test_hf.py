@@ -122,3 +122,13 @@ def test_chat_format_is_the_models_template(smol):
     chat = smol.chat_format()
     assert isinstance(chat, chat_module.ChatFormat)
     assert set(chat.eos_token_ids) & set(smol.eos_token_ids)
+
+
+def test_backend_failure_fails_the_chunk_not_the_caller(smol, smol_prompts, monkeypatch):
+    def out_of_memory(rows):
+        raise RuntimeError("CUDA out of memory (simulated)")
+
+    monkeypatch.setattr(smol, "_decode_loop", out_of_memory)
+    gens = smol.generate([_req(smol_prompts[0], max_tokens=2), _req((), max_tokens=2)])
+    assert gens[0].finish_reason == "error" and "out of memory" in gens[0].error
+    assert gens[1].finish_reason == "error" and "empty prompt" in gens[1].error
