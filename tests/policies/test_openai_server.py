@@ -19,7 +19,7 @@ from agentgym.errors import PolicyError
 from agentgym.policies.base import GenerationRequest, SamplingParams
 from agentgym.policies.openai import OpenAIPolicy
 
-pytest.importorskip("llama_cpp")
+pytest.importorskip("llama_cpp.server.app", reason="needs llama-cpp-python[server]")
 pytestmark = [pytest.mark.slow, pytest.mark.model]
 
 
