@@ -24,25 +24,50 @@ class Forward:
     entropy: torch.Tensor | None     # [N_action] entropies at action positions
 
 
+def _split_head(model: Any) -> tuple[Any, Any]:
+    """(backbone, lm head) of a causal LM (through a peft wrapper), or (None, None) if not separable."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    get_decoder = getattr(base, "get_decoder", None)
+    decoder = get_decoder() if callable(get_decoder) else None
+    head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
+    if decoder is None or head is None or decoder is base:
+        return None, None
+    return decoder, head
+
+
+def _action_logits(model: Any, ids: torch.Tensor, att: torch.Tensor, mask: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits at action-target positions [N, V], last hidden states [B, T, H]).
+
+    The LM head runs on the N action positions only, not on every prompt/observation position: in the
+    step layout that is a few dozen positions of a few hundred, which saves most of the head's compute
+    and the [B, T, V] logits tensor. Models whose backbone cannot be split off go the plain way.
+    """
+    decoder, head = _split_head(model)
+    if decoder is None:
+        out = model(input_ids=ids, attention_mask=att, output_hidden_states=True, use_cache=False)
+        return out.logits[:, :-1][mask], out.hidden_states[-1]
+    hidden = decoder(input_ids=ids, attention_mask=att, use_cache=False).last_hidden_state
+    return head(hidden[:, :-1][mask]), hidden
+
+
 def forward(model: Any, critic: Any, samples: Sequence[Sample], index: Sequence[int], device: torch.device,
             temperature: float, pad_id: int, want_entropy: bool = False) -> Forward:
-    """One forward pass over `samples[index]` (right-padded)."""
+    """One forward pass over `samples[index]` (right-padded); log-probs are 0 off the action tokens."""
     batch = collate(samples, index, pad_id)
     ids = torch.as_tensor(batch.ids, device=device)
     att = torch.as_tensor(batch.attention, device=device)
-    shared = critic is not None and critic.shared
-    out = model(input_ids=ids, attention_mask=att, output_hidden_states=shared, use_cache=False)
-    logits = out.logits[:, :-1]
-    logprobs = L.token_logprobs(logits, ids[:, 1:], temperature)
-    mask = torch.as_tensor(batch.row[:, 1:] >= 0, device=device).float()
+    bool_mask = torch.as_tensor(batch.row[:, 1:] >= 0, device=device)
+    logits, hidden = _action_logits(model, ids, att, bool_mask)
+    picked = L.token_logprobs(logits, ids[:, 1:][bool_mask], temperature)
+    logprobs = torch.zeros(bool_mask.shape, dtype=picked.dtype, device=device).masked_scatter(bool_mask, picked)
     values = None
     if critic is not None:
-        values = critic(ids, att, out.hidden_states[-1] if shared else None)[:, :-1]
+        values = critic(ids, att, hidden if critic.shared else None)[:, :-1]
     entropy = None
     if want_entropy:
-        picked = logits[mask.bool()]
-        entropy = L.entropy_from_logits(picked / temperature) if picked.numel() else logits.new_zeros(0)
-    return Forward(logprobs, mask, values, entropy)
+        entropy = L.entropy_from_logits(logits / temperature) if logits.numel() else logits.new_zeros(0)
+    return Forward(logprobs, bool_mask.float(), values, entropy)
 
 
 def _unpad(t: torch.Tensor, samples: Sequence[Sample], index: Sequence[int]) -> list[np.ndarray]:
