@@ -17,7 +17,7 @@ MAX_TEXT = 20_000  # characters of one observation/action shown; the JSON file k
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d2330;background:#fafbfc}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}.sub{color:#5b6472;margin-bottom:16px}
-table{border-collapse:collapse;background:#fff;box-shadow:0 1px 2px #0001}
+table{border-collapse:collapse;background:#fff;box-shadow:0 1px 2px #0001}.scroll{overflow-x:auto}
 th,td{padding:6px 10px;border-bottom:1px solid #e4e7eb;text-align:right;white-space:nowrap}
 th{background:#f0f2f5;font-weight:600}td:first-child,th:first-child{text-align:left}
 tr.total td{font-weight:600;border-top:2px solid #c9ced6}
@@ -77,7 +77,8 @@ def render_table(results: dict[str, Any], table_id: str = "metrics") -> str:
         cls = ' class="total"' if len(results["envs"]) > 1 and i == len(rows) - 1 else ""
         body.append(f"<tr{cls}>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
     attr = f' id="{table_id}"' if table_id else ""
-    return f'<table{attr}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    return (f'<div class="scroll"><table{attr}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody>'
+            '</table></div>')
 
 
 def _tool_results(info: dict[str, Any]) -> str:

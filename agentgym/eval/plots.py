@@ -81,6 +81,7 @@ def plot_runs(run_dirs: Sequence[str | Path], out: str | Path, metrics: Sequence
 
     matplotlib.use("Agg")  # no display needed
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     labels = list(labels or [Path(d).name or str(d) for d in run_dirs])
     if len(labels) != len(run_dirs):
@@ -97,6 +98,7 @@ def plot_runs(run_dirs: Sequence[str | Path], out: str | Path, metrics: Sequence
                 drawn += 1
         ax.set_title(metric)
         ax.set_xlabel("iteration")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         if metric == "success":
             ax.set_ylim(-0.02, 1.02)

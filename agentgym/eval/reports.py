@@ -191,6 +191,6 @@ def write_comparison(run_dirs: Sequence[str | Path], out_dir: str | Path, names:
     for image in images:
         if not Path(image).is_file():
             raise ConfigError(f"image {str(image)!r} does not exist; pass a PNG file (e.g. from `agentgym plot`)")
-        pictures.append((Path(image).stem, Path(image).read_bytes()))
+        pictures.append((Path(image).stem.replace("_", " ").capitalize(), Path(image).read_bytes()))
     html.write_text(render_comparison_html(named, links, pictures), encoding="utf-8")
     return {"markdown": str(md), "html": str(html)}
