@@ -97,3 +97,25 @@ def test_tiny_model_learns_the_toy_env(tmp_path: Path, estimator, iterations):
     assert metrics[0]["success"] <= 0.2, metrics[0]
     assert metrics[-1]["eval/success"] >= 0.9, [m["success"] for m in metrics]
     assert metrics[-1]["success"] >= 0.9, [m["success"] for m in metrics]
+
+
+def test_weights_are_pushed_to_a_separate_rollout_policy(tmp_path: Path, monkeypatch):
+    """A rollout engine that holds its own copy of the weights (as vLLM does) gets the new ones each iteration."""
+    import copy
+
+    import torch
+
+    from agentgym.policies.hf import HFPolicy
+    from agentgym.train import setup
+
+    monkeypatch.setattr(setup, "make_policy", lambda cfg, model, tok: HFPolicy(copy.deepcopy(model), tok))
+    trainer = Trainer(small_config(tmp_path, "train.iterations=1"))
+    try:
+        assert trainer.policy.model is not trainer.model
+        before = {k: v.clone() for k, v in trainer.policy.model.state_dict().items()}
+        trainer.step()
+        after, trained = trainer.policy.model.state_dict(), trainer.model.state_dict()
+        assert any(not torch.equal(before[k], after[k]) for k in after)
+        assert all(torch.equal(after[k], trained[k]) for k in after)
+    finally:
+        trainer.close()
