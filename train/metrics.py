@@ -64,10 +64,12 @@ class MetricsWriter:
                                   ) from exc
             self._wandb = wandb_module
             self._wandb.init(project=wandb_project, config=config or {}, dir=str(run_dir))
+        self._lines = progress and not sys.stderr.isatty()  # a log line per iteration instead of a bar
         if progress and sys.stderr.isatty():
             from tqdm import tqdm
 
             self._bar = tqdm(total=total, initial=start, desc="train", unit="it", dynamic_ncols=True)
+        self.total = total
 
     def write(self, step: int, metrics: dict[str, Any]) -> None:
         record = {"iteration": step, **{k: _clean(v) for k, v in metrics.items()}}
@@ -79,6 +81,10 @@ class MetricsWriter:
                 self._tb.add_scalar(k, v, step)
         if self._wandb is not None:
             self._wandb.log(numeric, step=step)
+        if self._lines and "success" in metrics:
+            extra = f" eval/success {metrics['eval/success']:.2f}" if "eval/success" in metrics else ""
+            print(f"iteration {step + 1}/{self.total}: success {metrics['success']:.2f} return "
+                  f"{metrics.get('return', 0):.2f} turns {metrics.get('turns', 0):.1f}{extra}", file=sys.stderr)
         if self._bar is not None and "success" in metrics:
             self._bar.update(1)
             self._bar.set_postfix(success=f"{metrics['success']:.2f}", ret=f"{metrics.get('return', 0):.2f}")
