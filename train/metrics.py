@@ -34,6 +34,17 @@ def rollout_metrics(trajectories: Sequence[Trajectory], prefix: str = "") -> dic
     return {prefix + k: v for k, v in out.items()}
 
 
+def write_rollouts(run_dir: Path, iteration: int, trajectories: Sequence[Trajectory], limit: int = 4) -> None:
+    """Append a few episodes (actions, rewards, validity) to run_dir/rollouts.jsonl for reading by eye."""
+    with (run_dir / "rollouts.jsonl").open("a") as f:
+        for t in trajectories[:limit]:
+            f.write(json.dumps({"iteration": iteration, "env": t.env_id, "seed": t.seed, "group": t.group_id,
+                                "success": t.success, "return": t.total_reward, "end": t.end_reason,
+                                "first_observation": t.first_observation[:2000],
+                                "turns": [{"action": k.action[:2000], "reward": k.reward, "valid": k.valid}
+                                          for k in t.turns]}) + "\n")
+
+
 def _clean(value: Any) -> Any:
     if isinstance(value, (np.floating, np.integer)):
         value = value.item()

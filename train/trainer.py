@@ -141,7 +141,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ one iteration
     def step(self) -> dict[str, Any]:
-        from agentgym.train.metrics import rollout_metrics
+        from agentgym.train.metrics import rollout_metrics, write_rollouts
         from agentgym.train.samples import build_samples
         from agentgym.train.targets import build_targets
         from agentgym.train.update import ppo_update, score
@@ -150,6 +150,7 @@ class Trainer:
         t0 = time.perf_counter()
         batch, first, ds_stats = self.collect(it)
         t1 = time.perf_counter()
+        write_rollouts(self.run_dir, it, first)
         if cfg.train.verify_tokens:
             self.verify_tokens(batch)
         samples = build_samples(batch, cfg.rollout.layout)
@@ -226,6 +227,7 @@ class Trainer:
         ck.set_rng_state(state["rng"])
         self.iteration, self.next_seed = int(state["iteration"]), int(state["next_seed"])
         _truncate_metrics(self.run_dir / "metrics.jsonl", self.iteration)
+        _truncate_metrics(self.run_dir / "rollouts.jsonl", self.iteration)
 
     def close(self) -> None:
         self.writer.close()

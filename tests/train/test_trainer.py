@@ -34,6 +34,7 @@ def test_kill_and_resume_gives_the_same_next_iteration(tmp_path: Path, extra):
     train(small_config(part, "train.iterations=3", "checkpoint.resume=auto", *extra))
     a, b = read_metrics(full), read_metrics(part)
     assert [m["iteration"] for m in b] == [0, 1, 2]
+    assert sorted({json.loads(l)["iteration"] for l in (part / "rollouts.jsonl").read_text().splitlines()}) == [0, 1, 2]
     for key in DETERMINISTIC_KEYS:
         assert a[2][key] == pytest.approx(b[2][key], rel=1e-6, abs=1e-9), key
     assert (part / "ckpt-3" / "model" / "model.safetensors").exists()
