@@ -8,14 +8,14 @@
 #
 #   bash scripts/quickstart.sh [RUN_DIR]        # default runs/quickstart; about 15 minutes on 2 cores
 #
-# Environment knobs: QS_EPISODES (held-out tasks per eval, default 16), QS_SPLIT (held-out split; default:
+# Environment knobs: QS_EPISODES (held-out tasks per eval, default 8), QS_SPLIT (held-out split; default:
 # the preset's eval.split if the env accepts it, else test_unseen), QS_SKIP_INSTALL=1, PYTHON.
 # Re-running resumes: finished evals are not recomputed (`agentgym eval` resumes from its --out dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=${1:-runs/quickstart}
 CONFIG=train/configs/quickstart_cpu.yaml
-EPISODES=${QS_EPISODES:-16}
+EPISODES=${QS_EPISODES:-8}
 PY=${PYTHON:-python3}
 START=$SECONDS
 # One math thread per process: on a 2-core machine that other work shares, two OpenMP threads spin at
