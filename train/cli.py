@@ -4,11 +4,17 @@ from __future__ import annotations
 import argparse
 
 
+DESCRIPTION = ("Train with a YAML config (a path or a preset name from agentgym/train/configs/) and dotted "
+               "overrides, e.g. `agentgym train toy_learning algorithm.estimator=grpo train.iterations=10`.")
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("train", help="train a policy with multi-turn RL (GiGPO, GRPO, PPO/GAE, ...)",
-                              description="Train with a YAML config (a path or a preset name from "
-                                          "agentgym/train/configs/) and dotted overrides, e.g. "
-                                          "`agentgym train toy_learning algorithm.estimator=grpo train.iterations=10`.")
+                              description=DESCRIPTION)
+    return _configure(p)
+
+
+def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("config", help="YAML file or preset name (quickstart_cpu, toy_learning, household_gpu_vllm, ...)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. algorithm.gamma=0.9")
     p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
@@ -45,9 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from agentgym.errors import AgentGymError
 
-    parser = argparse.ArgumentParser(prog="python -m agentgym.train")
-    add_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["train", *(sys.argv[1:] if argv is None else argv)])
+    parser = _configure(argparse.ArgumentParser(prog="python -m agentgym.train", description=DESCRIPTION))
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return run(args)
     except AgentGymError as exc:
