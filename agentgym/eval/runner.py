@@ -246,11 +246,23 @@ class _Sink:
             self.bar.update(1)
 
 
-def _progress(total: int, initial: int, enabled: bool):
-    from tqdm import tqdm
+class _NoBar:
+    def update(self, n: int = 1) -> None:
+        pass
 
-    return tqdm(total=total, initial=initial, unit="ep", desc="eval", disable=not enabled, mininterval=0.5,
-                dynamic_ncols=True)
+    def close(self) -> None:
+        pass
+
+
+def _progress(total: int, initial: int, enabled: bool) -> Any:
+    """A tqdm bar on a terminal; nothing when disabled or tqdm is not installed (it is optional)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _NoBar()
+    if not enabled:
+        return _NoBar()
+    return tqdm(total=total, initial=initial, unit="ep", desc="eval", mininterval=0.5, dynamic_ncols=True)
 
 
 def run_eval(config: EvalConfig, policy: Any = None, chat: Any = None, progress: bool = True,
