@@ -211,3 +211,13 @@ def test_oracle_and_random_on_the_household_suite(tmp_path, household_suite):
     assert oracle_results["summary"]["metrics"]["errors"] == 0 and oracle_results["summary"]["metrics"]["mean_turns"] > 2
     assert random_results["summary"]["metrics"]["success_rate"] < 0.15  # household's known bound
     json.dumps(random_results)  # plain JSON throughout
+
+
+def test_progress_bar_counts_resumed_and_new_episodes(tmp_path, capsys):
+    pytest.importorskip("tqdm")
+    run_eval(config(tmp_path, episodes=1, samples=1), policy=OraclePolicy(), progress=True)
+    err = capsys.readouterr().err
+    assert "eval: 100%" in err and "3/3" in err
+    run_eval(config(tmp_path, episodes=2, samples=1), policy=OraclePolicy(), progress=True)
+    err = capsys.readouterr().err
+    assert "3/6" in err and "6/6" in err  # starts at the 3 resumed episodes
