@@ -50,6 +50,8 @@ def _add_eval(subparsers: argparse._SubParsersAction) -> None:
                    help="send each episode's next request as soon as its env step returns (for openai:/vllm: servers)")
     p.add_argument("--keep-prompt-ids", action="store_true",
                    help="store every turn's prompt token ids too (large: they repeat the conversation)")
+    p.add_argument("--retry-failed", action=argparse.BooleanOptionalAction, default=True,
+                   help="on resume, re-run episodes that ended in a policy or env error (default on)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_eval_command)
 
@@ -66,7 +68,8 @@ def run_eval_command(args: argparse.Namespace) -> int:
                         max_tokens=args.max_tokens, layout=args.layout, history_turns=args.history_turns,
                         max_context_tokens=args.max_context_tokens,
                         max_observation_tokens=args.max_observation_tokens, resume=args.resume,
-                        keep_prompt_ids=args.keep_prompt_ids, async_mode=args.async_mode)
+                        keep_prompt_ids=args.keep_prompt_ids, async_mode=args.async_mode,
+                        retry_failed=args.retry_failed)
     run = run_eval(config, progress=not args.no_progress and sys.stderr.isatty())
     resumed = len(run.records) - run.ran_now
     if resumed:

@@ -50,6 +50,7 @@ class EvalConfig:
     resume: bool = True                      # reuse OUT's finished episodes; False starts afresh
     keep_prompt_ids: bool = False            # store every turn's prompt token ids (large; for debugging)
     async_mode: bool = False                 # send each env's next request as soon as it is ready (servers)
+    retry_failed: bool = True                # on resume, re-run episodes that ended in a policy/env error
 
     def __post_init__(self) -> None:
         checks = [(self.episodes >= 1, f"--episodes must be >= 1, got {self.episodes}"),
@@ -193,7 +194,10 @@ def prepare_out_dir(config: EvalConfig) -> list[EvalRecord]:
     config_path.write_text(json.dumps({"identity": config.identity(), "episodes": config.episodes,
                                        "workers": config.workers}, indent=2), encoding="utf-8")
     wanted = {(e.name, s, i) for e in config.entries for s in config.seeds for i in range(config.samples)}
-    return [r for r in records if r.key in wanted]
+    latest = {r.key: r for r in records if r.key in wanted}  # a retried episode's later line wins
+    if config.retry_failed:  # e.g. the model server was down: those episodes say nothing about the policy
+        latest = {k: r for k, r in latest.items() if r.trajectory.error is None}
+    return list(latest.values())
 
 
 def missing_work(config: EvalConfig, done: set[tuple[str, int, int]]

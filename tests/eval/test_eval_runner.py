@@ -119,6 +119,16 @@ def test_failed_episodes_are_reported_not_hidden(tmp_path):
     assert "**6 episode(s) failed**" in render_markdown(results) and "model server went away" in render_markdown(results)
     assert "6 episode(s) failed" in open(run.paths["html"]).read()
 
+    # the server is back: resuming re-runs exactly the failed episodes (set retry_failed=False to keep them)
+    kept = run_eval(config(tmp_path, episodes=2, samples=1, retry_failed=False), policy=CountingOracle(),
+                    progress=False)
+    assert kept.ran_now == 0
+    policy = CountingOracle()
+    retried = run_eval(config(tmp_path, episodes=2, samples=1), policy=policy, progress=False)
+    assert retried.ran_now == 6 and len(retried.records) == 6 and all(r.trajectory.success for r in retried.records)
+    assert policy.requests == sum(r.trajectory.num_turns for r in retried.records)
+    assert load_results(retried.paths["results"])["summary"]["metrics"]["errors"] == 0
+
 
 def test_prompt_ids_are_dropped_by_default_without_changing_token_metrics(tmp_path):
     full = run_eval(config(tmp_path, "full", episodes=2, keep_prompt_ids=True), policy=OraclePolicy(), progress=False)
