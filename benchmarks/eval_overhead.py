@@ -5,9 +5,10 @@ Side by side in one process, alternating rounds so a busy machine slows both ali
   eval     `run_eval` on the same work: resume log (one flushed JSON line per episode), metrics,
            results.json, report.md, report.html
   resume   `run_eval` again on the finished OUT dir: nothing to roll out, reports rewritten
-The oracle policy keeps the model out of the picture, so the figures are the harness's own. Targets:
-eval/bare <= 1.15; resume makes no policy call (checked) and its time is re-reading the log and
-re-rendering the reports.
+The oracle policy keeps the model out of the picture, so the figures are the harness's own; an oracle
+episode takes about a millisecond, so the ratio eval/bare overstates what a model run sees (one
+SmolLM2 turn on a CPU takes ~0.1-1 s). Target: (eval - bare) <= 2 ms per episode. Resume makes no
+policy call (checked); its time is re-reading the log and re-rendering the reports.
 
     python benchmarks/eval_overhead.py                       # household suite if registered, else toy
     python benchmarks/eval_overhead.py --suite toy --episodes 20 --samples 4 --rounds 3
@@ -69,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
           f"oracle policy, {args.workers} env workers, median of {args.rounds} rounds")
     for k in ("bare", "eval", "resume"):
         print(f"  {k:7s} {med[k]:7.3f} s   {n_eps / med[k]:8.1f} episodes/s")
-    print(f"  eval / bare   = {med['eval'] / med['bare']:.3f}   (harness overhead; target <= 1.15)")
+    per_ep_ms = 1000 * (med["eval"] - med["bare"]) / n_eps
+    print(f"  eval / bare   = {med['eval'] / med['bare']:.3f}   (oracle episodes are ~1 ms, so this ratio is a worst case)")
+    print(f"  harness cost  = {per_ep_ms:.2f} ms per episode   (log + metrics + reports; target <= 2 ms)")
     print(f"  resume / eval = {med['resume'] / med['eval']:.3f}   (finished eval re-run: no rollouts, reports only)")
     print("  files: " + ", ".join(f"{k} {v / 1024:.0f} KiB" for k, v in sizes.items()))
     return 0
