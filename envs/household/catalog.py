@@ -15,6 +15,13 @@ TASK_TYPES = ("pick_and_place", "look_at_obj_in_light", "pick_clean_then_place",
 TASK_SHORT = {"pick_and_place": "PickPlace", "look_at_obj_in_light": "Look", "pick_clean_then_place": "Clean",
               "pick_heat_then_place": "Heat", "pick_cool_then_place": "Cool", "pick_two_obj_and_place": "PickTwo"}
 SPLITS = ("train", "test_seen", "test_unseen")
+# The design's generic held-out name: `test` means the strictest held-out split, as in ALFWorld's
+# "out of distribution" evaluation, so `agentgym eval --split test` works on every family.
+SPLIT_ALIASES = {"test": "test_unseen"}
+
+
+def canonical_split(split: str) -> str:
+    return SPLIT_ALIASES.get(split, split)
 
 OPENABLE = frozenset({"cabinet", "drawer", "fridge", "microwave", "safe"})
 # the appliance each transforming task needs, and the verb the command uses

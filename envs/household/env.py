@@ -29,8 +29,9 @@ class HouseholdEnv(TextEnv):
                  receptacle_scale: float | None = None, distractors: int | None = None,
                  success_reward: float = 1.0, progress_reward: float = 0.0, invalid_penalty: float = 0.0,
                  anchor: str = "observation", list_actions: bool = False):
+        split = cat.canonical_split(split)
         if split not in cat.SPLITS:
-            raise ConfigError(f"unknown split {split!r}; choose from {', '.join(cat.SPLITS)}")
+            raise ConfigError(f"unknown split {split!r}; choose from {', '.join(cat.SPLITS)} (or test = test_unseen)")
         if anchor not in ("observation", "state"):
             raise ConfigError(f"anchor must be 'observation' or 'state', got {anchor!r}")
         self.split = split
@@ -57,7 +58,7 @@ class HouseholdEnv(TextEnv):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         options = dict(options or {})
-        split = options.get("split", self.split)
+        split = cat.canonical_split(options.get("split", self.split))
         knobs = self.knobs
         if any(k in options for k in ("difficulty", "task_type", "task_types", "rooms", "distractors",
                                       "receptacle_scale")):

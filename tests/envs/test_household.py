@@ -129,6 +129,13 @@ def test_unseen_split_uses_only_combinations_never_in_train():
         assert any(cat.split_combinations(r, task_type, "test_unseen") for r in cat.ROOMS)
 
 
+def test_generic_test_split_is_the_unseen_split():
+    env = HouseholdEnv()
+    via_alias = env.reset(seed=5, options={"split": "test"})[1]["task_id"]
+    assert via_alias == env.reset(seed=5, options={"split": "test_unseen"})[1]["task_id"]
+    assert HouseholdEnv(split="test").reset(seed=5)[1]["task_id"] == via_alias
+
+
 def test_split_option_and_difficulty_knobs():
     env = HouseholdEnv()
     env.reset(seed=1, options={"split": "test_unseen"})
