@@ -78,6 +78,7 @@ class _Episode:
         self.env_id = ""
         self.system, self.tools, self.limit = "", (), None
         self.obs, self.info, self.first_obs = "", {}, ""
+        self.final_obs = ""                                  # what the env said after the last action
         self.obs_texts: list[str] = []                       # observation shown at each turn
         self.pieces: list[tuple[list[int], list[int]]] = []  # (response ids, ids appended after it)
         self.prompt: list[int] = []                          # trajectory layout: the running sequence
@@ -95,7 +96,7 @@ class _Episode:
         return Trajectory(env_id=self.env_id, seed=self.seed, group_id=self.group_id,
                           sample_index=self.sample_index, turns=tuple(self.turns), success=self.success,
                           end_reason=self.end_reason or "failed", task_id=self.task_id, system_prompt=self.system,
-                          first_observation=self.first_obs, error=self.error,
+                          first_observation=self.first_obs, final_observation=self.final_obs, error=self.error,
                           wall_s=time.perf_counter() - self.t0)
 
 
@@ -178,6 +179,7 @@ class _Engine:
         elif result.truncated:
             ep.end_reason = "truncated"
         if ep.end_reason is not None:
+            ep.final_obs = ep.obs
             return
         after = self.chat.turn_suffix(turn.response_ids, ep.obs)
         ep.pieces.append((list(turn.response_ids), after))
@@ -191,7 +193,25 @@ def _turn_extras(info: dict[str, Any]) -> dict[str, Any]:
     extras: dict[str, Any] = {"success": bool(info.get("success", False))}
     if "admissible_actions" in info:
         extras["num_admissible_actions"] = len(info["admissible_actions"] or ())
+    results = info.get("tool_results") or ()
+    if results:  # JSON-safe, for reports; outputs capped so a chatty tool cannot bloat result files
+        extras["tool_results"] = [{"name": str(getattr(r, "name", "?")), "ok": bool(getattr(r, "ok", True)),
+                                   "arguments": _jsonable(getattr(r, "arguments", {})),
+                                   "output": str(getattr(r, "output", r))[:MAX_TOOL_OUTPUT_CHARS]} for r in results]
     return extras
+
+
+MAX_TOOL_OUTPUT_CHARS = 4000
+
+
+def _jsonable(value: Any) -> Any:
+    import json
+
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def _error_generation(message: str) -> Generation:

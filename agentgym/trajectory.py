@@ -66,6 +66,7 @@ class Trajectory:
     task_id: str = ""
     system_prompt: str = ""
     first_observation: str = ""
+    final_observation: str = ""           # the env's answer to the last action (not acted on)
     error: str | None = None
     wall_s: float = 0.0
 

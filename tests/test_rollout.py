@@ -109,6 +109,19 @@ def test_tool_env_with_tools_in_system_prompt():
     CHAT.verify_trajectory(trajs[0], tools=env.tools)
 
 
+def test_tool_results_and_final_observation_are_recorded():
+    calls = iter(['<tool_call>{"name": "calculate", "arguments": {"expression": "6 * 7"}}</tool_call>',
+                  '<tool_call>{"name": "nope", "arguments": {}}</tool_call>', "<answer>0</answer>"])
+    [traj] = rollout(CALC, ScriptedPolicy(lambda ctx: next(calls)), CHAT, [0])
+    first, second, last = traj.turns
+    assert first.info["tool_results"] == [{"name": "calculate", "ok": True, "arguments": {"expression": "6 * 7"},
+                                           "output": "42"}]
+    assert second.info["tool_results"][0]["ok"] is False and "unknown tool" in second.info["tool_results"][0]["output"]
+    assert "tool_results" not in last.info                      # an <answer> tag calls no tool
+    assert traj.final_observation == "Answer received." and not traj.success
+    assert type(traj).from_dict(traj.to_dict()).final_observation == "Answer received."
+
+
 def test_max_turns_override_and_registered_limit():
     never = ScriptedPolicy(lambda ctx: "left")
     trajs = rollout(KEYDOOR, never, CHAT, [0], group_size=2, config=RolloutConfig(max_turns=3))

@@ -129,6 +129,8 @@ def render_trajectory(record: dict[str, Any]) -> str:
     if t.get("system_prompt"):
         parts.append(f'<div class="turn"><div class="label">system prompt</div>{_pre(t["system_prompt"])}</div>')
     parts += [render_turn(k) for k in turns]
+    if t.get("final_observation"):
+        parts.append(f'<div class="turn"><div class="label">final observation</div>{_pre(t["final_observation"])}</div>')
     if t.get("error"):
         parts.append(f'<div class="turn"><div class="label">error</div>{_pre(t["error"])}</div>')
     return (f'<details class="traj" data-env="{e(record["env"])}" data-outcome="{outcome}">'
