@@ -67,7 +67,8 @@ def load_model(config: TrainConfig, run_dir: Path) -> tuple[Any, Any]:
         model, tokenizer = load_model_and_tokenizer(name, device="cpu", dtype=dtype)
     model.to(device=m.device, dtype=dtype)
     if m.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        # non-reentrant: gradients reach LoRA weights even though the frozen embeddings' outputs need none
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = False
     if m.lora.enabled:
         peft = require("peft", "hf")

@@ -6,6 +6,7 @@ have L-1 entries and `row[1:]` says which turn each entry's token belongs to.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -35,6 +36,26 @@ def _split_head(model: Any) -> tuple[Any, Any]:
     return decoder, head
 
 
+@contextmanager
+def _checkpointing_active(model: Any):
+    """Let gradient checkpointing run although the model is in eval mode.
+
+    transformers checkpoints a layer only while `layer.training` is True, but the trainer keeps the
+    model in eval mode (no dropout, so its log-probs match the sampler's), which silently turned
+    checkpointing off. Only the flag of the checkpointing layers is flipped, and only for passes that
+    build a graph; their dropout children stay in eval mode.
+    """
+    layers = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False) is True] \
+        if torch.is_grad_enabled() else []
+    for layer in layers:
+        layer.training = True
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer.training = False
+
+
 def _action_logits(model: Any, ids: torch.Tensor, att: torch.Tensor, mask: torch.Tensor
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """(logits at action-target positions [N, V], last hidden states [B, T, H]).
@@ -44,10 +65,11 @@ def _action_logits(model: Any, ids: torch.Tensor, att: torch.Tensor, mask: torch
     and the [B, T, V] logits tensor. Models whose backbone cannot be split off go the plain way.
     """
     decoder, head = _split_head(model)
-    if decoder is None:
-        out = model(input_ids=ids, attention_mask=att, output_hidden_states=True, use_cache=False)
-        return out.logits[:, :-1][mask], out.hidden_states[-1]
-    hidden = decoder(input_ids=ids, attention_mask=att, use_cache=False).last_hidden_state
+    with _checkpointing_active(model):
+        if decoder is None:
+            out = model(input_ids=ids, attention_mask=att, output_hidden_states=True, use_cache=False)
+            return out.logits[:, :-1][mask], out.hidden_states[-1]
+        hidden = decoder(input_ids=ids, attention_mask=att, use_cache=False).last_hidden_state
     return head(hidden[:, :-1][mask]), hidden
 
 
