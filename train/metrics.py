@@ -63,7 +63,7 @@ class MetricsWriter:
         if tensorboard:
             from agentgym.errors import require
 
-            tb = require("torch.utils.tensorboard", "hf")
+            tb = require("torch.utils.tensorboard", "tensorboard")
             self._tb = tb.SummaryWriter(str(run_dir / "tensorboard"))
         if wandb:
             try:
