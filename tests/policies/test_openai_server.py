@@ -128,9 +128,13 @@ def test_server_killed_mid_batch(tmp_path, smol):
         elapsed = time.monotonic() - start
     finally:
         srv.kill()
-    assert gens[0].finish_reason in ("stop", "length") and gens[0].token_ids
+    # Two requests are in flight at once, so which one the server answers before it dies is a race:
+    # the answered one(s) keep their tokens, every other request fails cleanly after its retries.
+    answered = [g for g in gens if g.finish_reason in ("stop", "length")]
     failed = [g for g in gens if g.finish_reason == "error"]
-    assert len(failed) >= 2 and all(g.error and "attempts" in g.error and not g.token_ids for g in failed)
+    assert 1 <= len(answered) <= 2 and all(g.token_ids for g in answered)
+    assert len(failed) == len(gens) - len(answered)
+    assert all(g.error and "attempts" in g.error and not g.token_ids for g in failed)
     assert elapsed < 60
 
 
