@@ -8,7 +8,6 @@ and kept in memory, and on disk when `cache_dir` is given (`bm25s` save/load for
 from __future__ import annotations
 
 import re
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -70,14 +69,8 @@ class BM25Index:
         return [self.search(q, k) for q in queries]
 
 
-_CACHE: dict[tuple, BM25Index] = {}
-_LOCK = threading.Lock()
-
-
 def bm25_index(corpus: Corpus, cache_dir: str | Path | None = None) -> BM25Index:
-    """The process-wide BM25 index of a corpus, built on first use."""
-    key = (corpus.fingerprint, str(cache_dir))
-    with _LOCK:
-        if key not in _CACHE:
-            _CACHE[key] = BM25Index(corpus, cache_dir=cache_dir)
-        return _CACHE[key]
+    """The process-wide bm25 index of a corpus, built on first use."""
+    from agentgym.tools.retrieval.base import shared_index
+
+    return shared_index(BM25Index, corpus, cache_dir)

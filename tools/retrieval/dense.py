@@ -102,14 +102,8 @@ class DenseIndex:
         return out
 
 
-_CACHE: dict[tuple, DenseIndex] = {}
-_LOCK = threading.Lock()
-
-
 def dense_index(corpus: Corpus, cache_dir: str | Path | None = None) -> DenseIndex:
     """The process-wide dense index of a corpus, embedded on first use."""
-    key = (corpus.fingerprint, str(cache_dir))
-    with _LOCK:
-        if key not in _CACHE:
-            _CACHE[key] = DenseIndex(corpus, cache_dir=cache_dir)
-        return _CACHE[key]
+    from agentgym.tools.retrieval.base import shared_index
+
+    return shared_index(DenseIndex, corpus, cache_dir)
