@@ -131,7 +131,8 @@ def test_timeout_gives_error_not_hang():
     assert time.monotonic() - start < 5
 
 
-def test_concurrency_is_limited():
+def peak_tracking_handler():
+    """A slow handler that records how many requests it served at once (state["peak"])."""
     state = {"now": 0, "peak": 0}
 
     async def handler(request):
@@ -140,20 +141,19 @@ def test_concurrency_is_limited():
         await asyncio.sleep(0.02)
         state["now"] -= 1
         return ok()
+
+    return state, handler
+
+
+def test_concurrency_is_limited():
+    state, handler = peak_tracking_handler()
 
     gens = policy_with(handler, max_concurrency=3).generate([REQ] * 12)
     assert all(g.finish_reason == "stop" for g in gens) and state["peak"] == 3
 
 
 def test_concurrency_limit_is_shared_by_concurrent_calls():
-    state = {"now": 0, "peak": 0}
-
-    async def handler(request):
-        state["now"] += 1
-        state["peak"] = max(state["peak"], state["now"])
-        await asyncio.sleep(0.02)
-        state["now"] -= 1
-        return ok()
+    state, handler = peak_tracking_handler()
 
     policy = policy_with(handler, max_concurrency=2)
 
