@@ -27,8 +27,8 @@ from typing import Any, Callable, Sequence
 
 from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError
-from agentgym.policies.base import EnvContext, Generation, GenerationRequest, SamplingParams
-from agentgym.trajectory import Trajectory, Turn
+from agentgym.policy import EnvContext, Generation, GenerationRequest, Policy, SamplingParams
+from agentgym.trajectory import Trajectory, Turn, json_safe
 from agentgym.vector import EXECUTORS, EnvFailure, EnvPool, ResetResult, StepResult, make_pool
 
 LAYOUTS = ("trajectory", "step")
@@ -103,7 +103,7 @@ class _Episode:
 class _Engine:
     """The per-episode logic shared by the sync and async loops."""
 
-    def __init__(self, pool: EnvPool, policy: Any, chat: ChatFormat, config: RolloutConfig):
+    def __init__(self, pool: EnvPool, policy: Policy, chat: ChatFormat, config: RolloutConfig):
         self.pool, self.policy, self.chat, self.config = pool, policy, chat, config
         # a model's own context (e.g. HFPolicy.max_context) caps the configured one
         limits = [n for n in (config.max_context_tokens, getattr(policy, "max_context", None))
@@ -196,22 +196,12 @@ def _turn_extras(info: dict[str, Any]) -> dict[str, Any]:
     results = info.get("tool_results") or ()
     if results:  # JSON-safe, for reports; outputs capped so a chatty tool cannot bloat result files
         extras["tool_results"] = [{"name": str(getattr(r, "name", "?")), "ok": bool(getattr(r, "ok", True)),
-                                   "arguments": _jsonable(getattr(r, "arguments", {})),
+                                   "arguments": json_safe(getattr(r, "arguments", {})),
                                    "output": str(getattr(r, "output", r))[:MAX_TOOL_OUTPUT_CHARS]} for r in results]
     return extras
 
 
 MAX_TOOL_OUTPUT_CHARS = 4000
-
-
-def _jsonable(value: Any) -> Any:
-    import json
-
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 def _error_generation(message: str) -> Generation:
@@ -226,7 +216,7 @@ def _checked(gens: Any, n: int) -> list[Generation]:
                                                                    "not a Generation") for g in gens]
 
 
-def generate_isolated(policy: Any, requests: list[GenerationRequest]) -> list[Generation]:
+def generate_isolated(policy: Policy, requests: list[GenerationRequest]) -> list[Generation]:
     """`policy.generate`, where an exception fails only the request(s) that raise it."""
     try:
         return _checked(policy.generate(requests), len(requests))
@@ -236,7 +226,7 @@ def generate_isolated(policy: Any, requests: list[GenerationRequest]) -> list[Ge
     return [generate_isolated(policy, [r])[0] for r in requests]  # find the request(s) at fault
 
 
-async def agenerate_isolated(policy: Any, requests: list[GenerationRequest]) -> list[Generation]:
+async def agenerate_isolated(policy: Policy, requests: list[GenerationRequest]) -> list[Generation]:
     """The async twin of `generate_isolated` (uses `policy.agenerate` where there is one)."""
     call = getattr(policy, "agenerate", None)
     try:
@@ -249,7 +239,7 @@ async def agenerate_isolated(policy: Any, requests: list[GenerationRequest]) -> 
     return [(await agenerate_isolated(policy, [r]))[0] for r in requests]
 
 
-def _resolve_chat(policy: Any, chat: ChatFormat | None) -> ChatFormat:
+def _resolve_chat(policy: Policy, chat: ChatFormat | None) -> ChatFormat:
     if chat is not None:
         return chat
     if callable(getattr(policy, "chat_format", None)):
@@ -257,7 +247,7 @@ def _resolve_chat(policy: Any, chat: ChatFormat | None) -> ChatFormat:
     return getattr(policy, "chat", None) or ChatFormat.simple()
 
 
-def rollout(env: str | Callable[[], Any] | EnvPool, policy: Any, chat: ChatFormat | None, seeds: Sequence[int],
+def rollout(env: str | Callable[[], Any] | EnvPool, policy: Policy, chat: ChatFormat | None, seeds: Sequence[int],
             group_size: int = 1, config: RolloutConfig | None = None, env_kwargs: dict[str, Any] | None = None,
             start_group_id: int = 0, on_trajectory: Callable[[Trajectory], None] | None = None,
             reset_options: dict[str, Any] | None = None) -> list[Trajectory]:
@@ -364,7 +354,7 @@ def _run_coroutine(coro: Any) -> None:
 class _Batcher:
     """Collects requests from ready episodes and sends them to the policy in opportunistic batches."""
 
-    def __init__(self, policy: Any, max_inflight: int):
+    def __init__(self, policy: Policy, max_inflight: int):
         self.policy, self.max_inflight = policy, max_inflight
         self.pending: list[tuple[GenerationRequest, asyncio.Future]] = []
         self.inflight = 0

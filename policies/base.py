@@ -1,64 +1,13 @@
-"""The `Policy` protocol: token ids in, token ids out.
-
-A request carries the prompt token ids and sampling parameters; a generation carries the sampled
-token ids, their text, the sampled tokens' log-probabilities and why generation stopped. Model
-backends (hf, vllm, openai) read `prompt_ids`; non-model policies (scripted, random, oracle) read
-`context`, which the rollout engine fills with the env and its latest observation and info.
-"""
+"""`BasePolicy`, the convenience base of the backends; the contract itself is in `agentgym.policy`
+(re-exported here, so `from agentgym.policies.base import SamplingParams` keeps working)."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Sequence
 
+from agentgym.policy import EnvContext, Generation, GenerationRequest, Policy, SamplingParams
 
-@dataclass(frozen=True)
-class SamplingParams:
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 256
-    stop: tuple[str, ...] = ()
-    seed: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
-
-
-@dataclass(frozen=True)
-class EnvContext:
-    """What a non-model policy may look at: the env itself and its latest observation and info."""
-
-    env: Any
-    observation: str
-    info: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class GenerationRequest:
-    prompt_ids: tuple[int, ...]
-    sampling: SamplingParams = field(default_factory=SamplingParams)
-    context: EnvContext | None = None
-
-
-@dataclass(frozen=True)
-class Generation:
-    token_ids: tuple[int, ...]
-    text: str
-    logprobs: tuple[float, ...]
-    finish_reason: str  # "stop" | "length" | "error"
-    error: str | None = None
-
-
-@runtime_checkable
-class Policy(Protocol):
-    """Anything with a batched `generate`; `agenerate` defaults to running it in a thread."""
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]: ...
+__all__ = ["BasePolicy", "EnvContext", "Generation", "GenerationRequest", "Policy", "SamplingParams"]
 
 
 class BasePolicy:

@@ -23,13 +23,13 @@ def rollout_metrics(trajectories: Sequence[Trajectory], prefix: str = "") -> dic
     turns = [t for tr in trajectories for t in tr.turns]
     n_turns = max(len(turns), 1)
     out = {
-        "success": float(np.mean([tr.success for tr in trajectories])),
+        "success": float(np.mean([tr.outcome == "success" for tr in trajectories])),
         "return": float(np.mean([tr.total_reward for tr in trajectories])),
         "turns": float(np.mean([tr.num_turns for tr in trajectories])),
         "valid_action_rate": sum(t.valid for t in turns) / n_turns,
         "tool_call_rate": sum(t.tool_calls > 0 for t in turns) / n_turns,
         "response_tokens": float(sum(len(t.response_ids) for t in turns)),
-        "failed_episodes": float(sum(tr.end_reason == "failed" for tr in trajectories)),
+        "failed_episodes": float(sum(tr.outcome == "error" for tr in trajectories)),
     }
     return {prefix + k: v for k, v in out.items()}
 

@@ -57,7 +57,7 @@ def _add_eval(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_eval_command(args: argparse.Namespace) -> int:
-    from agentgym.eval.reports import render_markdown, load_results
+    from agentgym.eval.reports import load_results, render_markdown
     from agentgym.eval.runner import EvalConfig, run_eval
     from agentgym.eval.suites import resolve_envs
 
@@ -114,7 +114,7 @@ def _add_compare(subparsers: argparse._SubParsersAction) -> None:
 def run_compare_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from agentgym.eval.reports import write_comparison
+    from agentgym.eval.writer import write_comparison
 
     paths = write_comparison(args.eval_dirs, args.out, args.name, args.image)
     print(Path(paths["markdown"]).read_text(encoding="utf-8"))

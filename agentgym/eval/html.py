@@ -6,6 +6,7 @@ click without any script; the small inline script only filters and expands/colla
 """
 from __future__ import annotations
 
+import base64
 import html
 import json
 from typing import Any, Sequence
@@ -172,8 +173,6 @@ def render_html(results: dict[str, Any]) -> str:
 def render_comparison_html(named: Sequence[tuple[str, dict[str, Any]]], links: Sequence[str],
                            images: Sequence[tuple[str, bytes]] = ()) -> str:
     """Success across runs, each run's full table with a link to its own report, and inlined PNGs."""
-    import base64
-
     header, rows = comparison_rows(named)
     head = "".join(f"<th>{e(c)}</th>" for c in header)
     body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in rows)

@@ -122,14 +122,14 @@ def task_counts(trajectories: Sequence[Trajectory], task_keys: Sequence[Hashable
     by_task: dict[Hashable, list[bool]] = defaultdict(list)
     keys = task_keys if task_keys is not None else [(t.env_id, t.seed) for t in trajectories]
     for key, t in zip(keys, trajectories):
-        by_task[key].append(bool(t.success))
+        by_task[key].append(t.outcome == "success")
     return [(len(v), sum(v)) for v in by_task.values()]
 
 
 def compute_metrics(trajectories: Sequence[Trajectory], task_keys: Sequence[Hashable] | None = None) -> Metrics:
     """Metrics over finished trajectories (one env, or several pooled; `task_keys` as in `task_counts`)."""
     n = len(trajectories)
-    successes = sum(bool(t.success) for t in trajectories)
+    successes = sum(t.outcome == "success" for t in trajectories)
     low, high = wilson_interval(successes, n)
     counts = task_counts(trajectories, task_keys)
     min_samples = min((c[0] for c in counts), default=0)
@@ -152,7 +152,7 @@ def compute_metrics(trajectories: Sequence[Trajectory], task_keys: Sequence[Hash
         invalid_action_rate=sum(t.invalid_actions for t in trajectories) / turns if turns else 0.0,
         tool_calls=tool_calls, tool_errors=sum(k.tool_errors for t in trajectories for k in t.turns),
         tool_calls_per_episode=tool_calls / n if n else 0.0,
-        errors=sum(t.error is not None for t in trajectories), end_reasons=dict(sorted(end_reasons.items())),
+        errors=sum(t.outcome == "error" for t in trajectories), end_reasons=dict(sorted(end_reasons.items())),
         wall_s=wall, mean_episode_wall_s=wall / n if n else 0.0)
 
 

@@ -1,21 +1,19 @@
-"""Results of an eval as a JSON file (validated by schema.json), a markdown table and an HTML report.
+"""What an eval's records say: the results document (validated by schema.json), table rows, markdown.
 
-OUT/results.json   run settings, per-env and suite metrics, every trajectory
-OUT/report.md      the per-env table, for a terminal, a PR or an issue
-OUT/report.html    self-contained (inline CSS/JS, no network): table + trajectory viewer
+Pure functions of records and results; `agentgym.eval.html` renders the same rows as HTML and
+`agentgym.eval.writer` writes the files.
 """
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
-from agentgym.errors import ConfigError
+from agentgym import __version__
+from agentgym.errors import ConfigError, require
 from agentgym.eval.metrics import Metrics, compute_metrics, macro_success
-
-if TYPE_CHECKING:
-    from agentgym.eval.runner import EvalRun
+from agentgym.eval.records import EvalRun
+from agentgym.trajectory import json_safe
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
@@ -23,20 +21,18 @@ SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 def build_results(run: EvalRun) -> dict[str, Any]:
     """The results document: plain JSON types only, in the shape schema.json describes."""
-    import agentgym
-
     cfg = run.config
     per_env: dict[str, Metrics] = {}
     envs = []
     for entry in cfg.entries:
         trajs = [r.trajectory for r in run.records if r.env == entry.name]
         per_env[entry.name] = compute_metrics(trajs)
-        envs.append({"name": entry.name, "env_id": entry.env_id, "kwargs": _jsonable(entry.kwargs),
+        envs.append({"name": entry.name, "env_id": entry.env_id, "kwargs": json_safe(entry.kwargs),
                      "metrics": per_env[entry.name].to_dict()})
     pooled = compute_metrics([r.trajectory for r in run.records], [(r.env, r.trajectory.seed) for r in run.records])
     return {
         "schema_version": SCHEMA_VERSION,
-        "agentgym_version": agentgym.__version__,
+        "agentgym_version": __version__,
         "run": {"policy": cfg.policy, "suite": cfg.suite, "split": cfg.split, "seed": cfg.seed,
                 "episodes": cfg.episodes, "samples": cfg.samples, "max_turns": cfg.max_turns,
                 "temperature": cfg.sampling_temperature, "max_tokens": cfg.max_tokens, "workers": cfg.workers,
@@ -50,14 +46,8 @@ def build_results(run: EvalRun) -> dict[str, Any]:
     }
 
 
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
-
-
 def validate_results(results: dict[str, Any]) -> None:
     """Raise jsonschema.ValidationError when `results` does not match schema.json."""
-    from agentgym.errors import require
-
     jsonschema = require("jsonschema", "test")
     jsonschema.validate(results, json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
 
@@ -154,43 +144,3 @@ def _rate(results: dict[str, Any], env: str) -> float | None:
     if env == "(macro)":
         return results["summary"]["macro_success_rate"]
     return next((e["metrics"]["success_rate"] for e in results["envs"] if e["name"] == env), None)
-
-
-# ---------------------------------------------------------------------------------------------- writing
-def write_all(run: EvalRun) -> dict[str, str]:
-    """Write results.json, report.md and report.html into the run's OUT dir; returns their paths."""
-    from agentgym.eval.html import render_html
-
-    out = Path(run.config.out_dir)
-    results = build_results(run)
-    paths = {"results": out / "results.json", "markdown": out / "report.md", "html": out / "report.html"}
-    paths["results"].write_text(json.dumps(results, ensure_ascii=False, default=str), encoding="utf-8")
-    paths["markdown"].write_text(render_markdown(results), encoding="utf-8")
-    paths["html"].write_text(render_html(results), encoding="utf-8")
-    return {k: str(v) for k, v in paths.items()}
-
-
-def write_comparison(run_dirs: Sequence[str | Path], out_dir: str | Path, names: Sequence[str] | None = None,
-                     images: Sequence[str | Path] = ()) -> dict[str, str]:
-    """compare.md and compare.html over several eval OUT dirs (names default to the dir names).
-
-    `images` (PNG files, e.g. training curves) are inlined into the HTML, which stays self-contained.
-    """
-    from agentgym.eval.html import render_comparison_html
-
-    names = list(names or [Path(d).name for d in run_dirs])
-    if len(names) != len(run_dirs):
-        raise ConfigError(f"got {len(names)} names for {len(run_dirs)} runs; give one name per run")
-    named = [(n, load_results(d)) for n, d in zip(names, run_dirs)]
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    links = [os.path.relpath(Path(d).resolve() / "report.html", out.resolve()) for d in run_dirs]
-    md, html = out / "compare.md", out / "compare.html"
-    md.write_text(render_comparison_markdown(named), encoding="utf-8")
-    pictures = []
-    for image in images:
-        if not Path(image).is_file():
-            raise ConfigError(f"image {str(image)!r} does not exist; pass a PNG file (e.g. from `agentgym plot`)")
-        pictures.append((Path(image).stem.replace("_", " ").capitalize(), Path(image).read_bytes()))
-    html.write_text(render_comparison_html(named, links, pictures), encoding="utf-8")
-    return {"markdown": str(md), "html": str(html)}

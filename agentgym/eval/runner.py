@@ -9,113 +9,22 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError
-from agentgym.registration import SuiteEntry
-from agentgym.trajectory import Trajectory, Turn
+from agentgym.eval.records import IDENTITY_FIELDS, DEFAULT_SEED, EvalConfig, EvalRecord, EvalRun
+from agentgym.eval.writer import write_all
+from agentgym.policy import Policy, SamplingParams, load_policy
+from agentgym.registration import SuiteEntry, make
+from agentgym.rollout import RolloutConfig, rollout
+from agentgym.trajectory import Trajectory
 
-_TRAJ_FIELDS = tuple(f for f in Trajectory.__dataclass_fields__ if f != "turns")
-_TURN_FIELDS = tuple(f for f in Turn.__dataclass_fields__ if f != "anchor")
+__all__ = ["DEFAULT_SEED", "EvalConfig", "EvalRecord", "EvalRun", "run_eval"]  # the records are re-exported
 TRAJECTORIES_FILE = "trajectories.jsonl"
 CONFIG_FILE = "eval_config.json"
-DEFAULT_SEED = 1_000_000  # held out: training draws its tasks from seeds counting up from 0 (as the trainer's eval)
-# fields that must match for a resumed run to be the same eval (episodes may grow: new seeds are added)
-_IDENTITY_FIELDS = ("policy", "suite", "entries", "samples", "split", "seed", "max_turns", "temperature",
-                    "max_tokens", "layout", "history_turns", "max_context_tokens", "max_observation_tokens")
-
-
-@dataclass(frozen=True)
-class EvalConfig:
-    """One evaluation: which policy, on which envs, how many tasks and samples, written where."""
-
-    policy: str                              # a `load_policy` spec: hf:..., openai:URL, random, oracle, ...
-    entries: tuple[SuiteEntry, ...]          # envs to run (see `suites.resolve_envs`)
-    out_dir: str                             # results, reports and the resume log go here
-    suite: str = "custom"                    # name shown in reports
-    episodes: int = 10                       # tasks (seeds) per env
-    samples: int = 1                         # rollouts per task; pass@k needs k <= samples
-    split: str = "test"                      # passed to reset(options={"split": ...})
-    seed: int = DEFAULT_SEED                 # task seeds are seed, seed+1, ..., seed+episodes-1
-    max_turns: int | None = None             # None: each env's registered turn limit
-    workers: int = 4                         # envs stepped concurrently
-    temperature: float | None = None         # None: greedy (0) for one sample, 1.0 for several
-    max_tokens: int = 256                    # per turn
-    layout: str = "trajectory"               # as in training: "trajectory" (whole chat) or "step" (window)
-    history_turns: int = 2                   # step layout: past turns kept in each prompt
-    max_context_tokens: int | None = 8192    # an episode whose next prompt would not fit ends (context_full)
-    max_observation_tokens: int | None = None  # observations truncated to this many tokens
-    resume: bool = True                      # reuse OUT's finished episodes; False starts afresh
-    keep_prompt_ids: bool = False            # store every turn's prompt token ids (large; for debugging)
-    async_mode: bool = False                 # send each env's next request as soon as it is ready (servers)
-    retry_failed: bool = True                # on resume, re-run episodes that ended in a policy/env error
-
-    def __post_init__(self) -> None:
-        checks = [(self.episodes >= 1, f"--episodes must be >= 1, got {self.episodes}"),
-                  (self.samples >= 1, f"--samples must be >= 1, got {self.samples}"),
-                  (self.workers >= 1, f"--workers must be >= 1, got {self.workers}"),
-                  (self.max_turns is None or self.max_turns >= 1, f"--max-turns must be >= 1, got {self.max_turns}"),
-                  (self.max_tokens >= 1, f"--max-tokens must be >= 1, got {self.max_tokens}"),
-                  (self.temperature is None or self.temperature >= 0, "--temperature must be >= 0"),
-                  (self.layout in ("trajectory", "step"), f"--layout must be trajectory or step, got {self.layout!r}"),
-                  (self.history_turns >= 0, f"--history-turns must be >= 0, got {self.history_turns}"),
-                  (self.max_context_tokens is None or self.max_context_tokens >= 1, "--max-context-tokens must be >= 1"),
-                  (self.max_observation_tokens is None or self.max_observation_tokens >= 1,
-                   "--max-observation-tokens must be >= 1"),
-                  (bool(self.entries), "nothing to evaluate: the suite has no envs")]
-        for ok, message in checks:
-            if not ok:
-                raise ConfigError(message)
-
-    @property
-    def sampling_temperature(self) -> float:
-        if self.temperature is not None:
-            return self.temperature
-        return 0.0 if self.samples == 1 else 1.0
-
-    @property
-    def seeds(self) -> list[int]:
-        return [self.seed + i for i in range(self.episodes)]
-
-    def identity(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["entries"] = [asdict(e) for e in self.entries]
-        d["temperature"] = self.sampling_temperature
-        return {k: d[k] for k in _IDENTITY_FIELDS}
-
-
-@dataclass(frozen=True)
-class EvalRecord:
-    """One finished episode as stored: which env entry (label), and the trajectory."""
-
-    env: str
-    trajectory: Trajectory
-
-    @property
-    def key(self) -> tuple[str, int, int]:
-        return self.env, self.trajectory.seed, self.trajectory.sample_index
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"env": self.env, "seed": self.trajectory.seed, "sample": self.trajectory.sample_index,
-                "trajectory": trajectory_dict(self.trajectory)}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> EvalRecord:
-        return cls(d["env"], Trajectory.from_dict(d["trajectory"]))
-
-
-def _jsonable(value: Any) -> Any:
-    return value if value is None or isinstance(value, (str, int, float, bool)) else repr(value)
-
-
-def trajectory_dict(traj: Trajectory) -> dict[str, Any]:
-    """`Trajectory.to_dict` without `dataclasses.asdict`'s deep copies (10x faster on long token lists)."""
-    d = {name: getattr(traj, name) for name in _TRAJ_FIELDS}
-    d["turns"] = [{**{name: getattr(t, name) for name in _TURN_FIELDS}, "anchor": _jsonable(t.anchor)}
-                  for t in traj.turns]
-    return d
 
 
 def compact(traj: Trajectory) -> Trajectory:
@@ -124,18 +33,6 @@ def compact(traj: Trajectory) -> Trajectory:
     turns = tuple(replace(t, prompt_ids=(), info={**t.info, "prompt_tokens": len(t.prompt_ids)})
                   if t.prompt_ids else t for t in traj.turns)
     return replace(traj, turns=turns)
-
-
-@dataclass(frozen=True)
-class EvalRun:
-    """What `run_eval` returns: the config, every record (stored order), and timings."""
-
-    config: EvalConfig
-    records: tuple[EvalRecord, ...]
-    started: float
-    finished: float
-    ran_now: int                             # episodes computed by this call (the rest were resumed)
-    paths: dict[str, str] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------- resume log
@@ -183,7 +80,7 @@ def prepare_out_dir(config: EvalConfig) -> list[EvalRecord]:
     if config.resume and config_path.exists():
         old = json.loads(config_path.read_text(encoding="utf-8")).get("identity", {})
         new = json.loads(json.dumps(config.identity()))  # normalise tuples to lists
-        diff = [k for k in _IDENTITY_FIELDS if old.get(k) != new.get(k)]
+        diff = [k for k in IDENTITY_FIELDS if old.get(k) != new.get(k)]
         if diff:
             raise ConfigError(f"{out} holds results of a different eval ({', '.join(diff)} differ); "
                               "pass another --out, or --no-resume to overwrite it")
@@ -196,7 +93,7 @@ def prepare_out_dir(config: EvalConfig) -> list[EvalRecord]:
     wanted = {(e.name, s, i) for e in config.entries for s in config.seeds for i in range(config.samples)}
     latest = {r.key: r for r in records if r.key in wanted}  # a retried episode's later line wins
     if config.retry_failed:  # e.g. the model server was down: those episodes say nothing about the policy
-        latest = {k: r for k, r in latest.items() if r.trajectory.error is None}
+        latest = {k: r for k, r in latest.items() if r.trajectory.outcome != "error"}
     return list(latest.values())
 
 
@@ -225,11 +122,8 @@ def ordered(records: Sequence[EvalRecord], config: EvalConfig) -> tuple[EvalReco
 
 
 # ---------------------------------------------------------------------------------------------- running
-def load_eval_policy(spec: str) -> tuple[Any, Any]:
+def load_eval_policy(spec: str) -> tuple[Policy, ChatFormat]:
     """(policy, chat format) for a policy spec; non-model policies get the built-in simple chat format."""
-    from agentgym.chat import ChatFormat
-    from agentgym.policies import load_policy
-
     policy = load_policy(spec)
     chat = policy.chat_format() if hasattr(policy, "chat_format") else ChatFormat.simple()
     return policy, chat
@@ -269,8 +163,8 @@ def _progress(total: int, initial: int, enabled: bool) -> Any:
     return tqdm(total=total, initial=initial, unit="ep", desc="eval", mininterval=0.5, dynamic_ncols=True)
 
 
-def run_eval(config: EvalConfig, policy: Any = None, chat: Any = None, progress: bool = True,
-             write_reports: bool = True) -> EvalRun:
+def run_eval(config: EvalConfig, policy: Policy | None = None, chat: ChatFormat | None = None,
+             progress: bool = True, write_reports: bool = True) -> EvalRun:
     """Run what OUT does not hold yet, then write results.json, report.md and report.html.
 
     `policy`/`chat` may be passed in (tests, the trainer's in-memory model); otherwise the spec is loaded
@@ -296,8 +190,6 @@ def run_eval(config: EvalConfig, policy: Any = None, chat: Any = None, progress:
     new = sink.records if sink else []
     run = EvalRun(config, ordered([*records, *new], config), started, time.time(), len(new))
     if write_reports:
-        from agentgym.eval.reports import write_all
-
         run = replace(run, paths=write_all(run))
     return run
 
@@ -305,8 +197,6 @@ def run_eval(config: EvalConfig, policy: Any = None, chat: Any = None, progress:
 def preflight(entry: SuiteEntry, config: EvalConfig) -> None:
     """Make and reset one env before any model runs, so a bad split or kwarg is one clear error, not N failed
     episodes."""
-    from agentgym.registration import make
-
     env = None
     try:
         env = make(entry.env_id, max_turns=config.max_turns, **entry.kwargs)
@@ -320,12 +210,9 @@ def preflight(entry: SuiteEntry, config: EvalConfig) -> None:
             env.close()
 
 
-def _run_batch(config: EvalConfig, entry: SuiteEntry, seeds: list[int], samples: list[int], policy: Any,
-               chat: Any, sink: _Sink) -> None:
+def _run_batch(config: EvalConfig, entry: SuiteEntry, seeds: list[int], samples: list[int],
+               policy: Policy, chat: ChatFormat | None, sink: _Sink) -> None:
     """One rollout call: `seeds` × len(samples); sample i of the call is stored as samples[i]."""
-    from agentgym.policies import SamplingParams
-    from agentgym.rollout import RolloutConfig, rollout
-
     lock = threading.Lock()
     seen: set[tuple[int, int]] = set()
 

@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from agentgym.eval.reports import write_all
+from agentgym.eval.writer import write_all
 
 from test_eval_reports import make_run  # noqa: E402  (same folder; pytest puts it on sys.path)
 

@@ -6,9 +6,9 @@ import jsonschema
 import pytest
 
 from agentgym.errors import ConfigError
-from agentgym.eval.reports import (SCHEMA_PATH, build_results, load_results, render_markdown, validate_results,
-                                   write_all, write_comparison)
-from agentgym.eval.runner import EvalConfig, EvalRecord, EvalRun
+from agentgym.eval.records import EvalConfig, EvalRecord, EvalRun
+from agentgym.eval.reports import SCHEMA_PATH, build_results, load_results, render_markdown, validate_results
+from agentgym.eval.writer import write_all, write_comparison
 from agentgym.registration import SuiteEntry
 
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="

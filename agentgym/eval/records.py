@@ -1,0 +1,108 @@
+"""The records of an evaluation: its config, one finished episode (`EvalRecord`) and a whole run.
+
+Plain data shared by the runner (which makes them), the reports (which summarise them) and the writer.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agentgym.errors import ConfigError
+from agentgym.registration import SuiteEntry
+from agentgym.trajectory import Trajectory
+
+DEFAULT_SEED = 1_000_000  # held out: training draws its tasks from seeds counting up from 0 (as the trainer's eval)
+# fields that must match for a resumed run to be the same eval (episodes may grow: new seeds are added)
+IDENTITY_FIELDS = ("policy", "suite", "entries", "samples", "split", "seed", "max_turns", "temperature",
+                    "max_tokens", "layout", "history_turns", "max_context_tokens", "max_observation_tokens")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """One evaluation: which policy, on which envs, how many tasks and samples, written where."""
+
+    policy: str                              # a `load_policy` spec: hf:..., openai:URL, random, oracle, ...
+    entries: tuple[SuiteEntry, ...]          # envs to run (see `suites.resolve_envs`)
+    out_dir: str                             # results, reports and the resume log go here
+    suite: str = "custom"                    # name shown in reports
+    episodes: int = 10                       # tasks (seeds) per env
+    samples: int = 1                         # rollouts per task; pass@k needs k <= samples
+    split: str = "test"                      # passed to reset(options={"split": ...})
+    seed: int = DEFAULT_SEED                 # task seeds are seed, seed+1, ..., seed+episodes-1
+    max_turns: int | None = None             # None: each env's registered turn limit
+    workers: int = 4                         # envs stepped concurrently
+    temperature: float | None = None         # None: greedy (0) for one sample, 1.0 for several
+    max_tokens: int = 256                    # per turn
+    layout: str = "trajectory"               # as in training: "trajectory" (whole chat) or "step" (window)
+    history_turns: int = 2                   # step layout: past turns kept in each prompt
+    max_context_tokens: int | None = 8192    # an episode whose next prompt would not fit ends (context_full)
+    max_observation_tokens: int | None = None  # observations truncated to this many tokens
+    resume: bool = True                      # reuse OUT's finished episodes; False starts afresh
+    keep_prompt_ids: bool = False            # store every turn's prompt token ids (large; for debugging)
+    async_mode: bool = False                 # send each env's next request as soon as it is ready (servers)
+    retry_failed: bool = True                # on resume, re-run episodes that ended in a policy/env error
+
+    def __post_init__(self) -> None:
+        checks = [(self.episodes >= 1, f"--episodes must be >= 1, got {self.episodes}"),
+                  (self.samples >= 1, f"--samples must be >= 1, got {self.samples}"),
+                  (self.workers >= 1, f"--workers must be >= 1, got {self.workers}"),
+                  (self.max_turns is None or self.max_turns >= 1, f"--max-turns must be >= 1, got {self.max_turns}"),
+                  (self.max_tokens >= 1, f"--max-tokens must be >= 1, got {self.max_tokens}"),
+                  (self.temperature is None or self.temperature >= 0, "--temperature must be >= 0"),
+                  (self.layout in ("trajectory", "step"), f"--layout must be trajectory or step, got {self.layout!r}"),
+                  (self.history_turns >= 0, f"--history-turns must be >= 0, got {self.history_turns}"),
+                  (self.max_context_tokens is None or self.max_context_tokens >= 1, "--max-context-tokens must be >= 1"),
+                  (self.max_observation_tokens is None or self.max_observation_tokens >= 1,
+                   "--max-observation-tokens must be >= 1"),
+                  (bool(self.entries), "nothing to evaluate: the suite has no envs")]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+
+    @property
+    def sampling_temperature(self) -> float:
+        if self.temperature is not None:
+            return self.temperature
+        return 0.0 if self.samples == 1 else 1.0
+
+    @property
+    def seeds(self) -> list[int]:
+        return [self.seed + i for i in range(self.episodes)]
+
+    def identity(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["entries"] = [asdict(e) for e in self.entries]
+        d["temperature"] = self.sampling_temperature
+        return {k: d[k] for k in IDENTITY_FIELDS}
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """One finished episode as stored: which env entry (label), and the trajectory."""
+
+    env: str
+    trajectory: Trajectory
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return self.env, self.trajectory.seed, self.trajectory.sample_index
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"env": self.env, "seed": self.trajectory.seed, "sample": self.trajectory.sample_index,
+                "trajectory": self.trajectory.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EvalRecord:
+        return cls(d["env"], Trajectory.from_dict(d["trajectory"]))
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    """What `run_eval` returns: the config, every record (stored order), and timings."""
+
+    config: EvalConfig
+    records: tuple[EvalRecord, ...]
+    started: float
+    finished: float
+    ran_now: int                             # episodes computed by this call (the rest were resumed)
+    paths: dict[str, str] = field(default_factory=dict)
