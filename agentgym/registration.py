@@ -90,8 +90,8 @@ def register(id: str, entry_point: str | Callable[..., gym.Env], max_turns: int 
         register_suite(suite_name, [id], extend=True)
 
 
-def _ensure_discovered() -> None:
-    """Register built-in envs and those of installed packages, once."""
+def discover() -> None:
+    """Register built-in envs and those of installed packages (their corpus sources too), once."""
     global _DISCOVERED
     if _DISCOVERED:
         return
@@ -119,13 +119,13 @@ def _load_plugins() -> None:
 
 def list_envs(prefix: str = "") -> list[str]:
     """Every env id registered through agentgym (built-in and plugins), sorted."""
-    _ensure_discovered()
+    discover()
     return sorted(i for i in _IDS if i.startswith(prefix))
 
 
 def spec(id: str) -> EnvSpec:
     """The spec of a registered id, or an error that suggests the closest ids."""
-    _ensure_discovered()
+    discover()
     if id in gym.registry:
         return gym.registry[id]
     known = list(gym.registry)
@@ -161,7 +161,7 @@ def register_suite(name: str, envs: list[str | SuiteEntry], extend: bool = False
 
 def suite(name: str) -> list[SuiteEntry]:
     """The envs of a named suite."""
-    _ensure_discovered()
+    discover()
     if name not in _SUITES:
         close = difflib.get_close_matches(name, list(_SUITES), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
@@ -170,5 +170,5 @@ def suite(name: str) -> list[SuiteEntry]:
 
 
 def list_suites() -> list[str]:
-    _ensure_discovered()
+    discover()
     return sorted(_SUITES)

@@ -2,7 +2,7 @@
 
     python benchmarks/learning.py [--iterations 14] [--seeds 0 1] [--out runs/bench_learning]
 
-The env (agentgym/Toy-KeyDoor-OneWord-v0, train/tiny.py) pays 0.5 for taking the key and 1.0 for
+The env (agentgym/Toy-KeyDoor-OneWord-v0, envs/toy/oneword.py) pays 0.5 for taking the key and 1.0 for
 opening the door a turn or more later, so the moves that earn the final reward come before it: turn-
 level credit. Each estimator trains the same randomly initialised 2-layer Llama (word-level
 tokenizer) with the `toy_learning` preset; only `algorithm.estimator` differs. Prints training

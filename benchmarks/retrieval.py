@@ -160,11 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from agentgym.tools.retrieval.corpus import generated_corpus
+    from agentgym.tools.retrieval.corpus import corpus_from_spec
 
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
     start = time.perf_counter()
-    corpus = generated_corpus(0, args.docs)
+    corpus = corpus_from_spec(f"generated:0:{args.docs}")
     queries = make_queries(args.queries, corpus, args.docs)
     print(f"# generated {len(corpus)} documents and {len(queries)} queries in {time.perf_counter() - start:.1f} s; "
           f"mean {statistics.mean(len(t.split()) for t in corpus.index_texts()[::50]):.0f} words/doc, k={args.k}")

@@ -127,10 +127,6 @@ def env_tools(config: TrainConfig) -> tuple[str, list]:
     """Check the env id (did-you-mean on a typo) and read its tools for the chat template."""
     from agentgym.registration import make
 
-    if config.model.policy == "tiny:keydoor":
-        from agentgym.train import tiny
-
-        tiny.register_tiny_envs()
     env = make(config.rollout.env, **dict(config.rollout.env_kwargs))
     try:
         return config.rollout.env, list(getattr(env, "tools", []) or [])

@@ -1,65 +1,18 @@
-"""A tiny random causal LM with a word-level tokenizer, and a one-word key-door env, for CPU learning runs.
+"""A tiny random causal LM with a word-level tokenizer, for CPU learning runs.
 
 `model.policy: tiny:keydoor` builds (once, under the run dir) a 2-layer Llama (hidden 64) whose
-vocabulary is the words of the key-door env plus ChatML special tokens, so a randomly initialised
-model already says a valid command now and then, and GiGPO/GRPO can be shown to learn in minutes.
-
-`agentgym/Toy-KeyDoor-OneWord-v0` is the key-door corridor (length 3) where an action is its first
-word: left, right, take (the key), open (the door), and each observation says which way the door is,
-so a policy that reads only the current observation can solve it. Rewards come only for taking the key
-(`key_bonus`) and opening the door, several turns after the moves that made them possible.
+vocabulary is the words of the one-word key-door env (`agentgym/Toy-KeyDoor-OneWord-v0`, envs/toy/oneword.py)
+plus ChatML special tokens, so a randomly initialised model already says a valid command now and then, and
+GiGPO/GRPO can be shown to learn in minutes.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
-from agentgym.envs.toy.keydoor import KeyDoorEnv
-
-ONE_WORD_ENV = "agentgym/Toy-KeyDoor-OneWord-v0"
-_WORDS = {"take": "take key", "open": "open door", "left": "left", "right": "right"}
 CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }} {{ m['content'] }}<|im_end|> {% endfor %}"
                  "{% if add_generation_prompt %}<|im_start|>assistant {% endif %}")
 SPECIALS = ["[PAD]", "[UNK]", "<|im_start|>", "<|im_end|>"]
-
-
-class OneWordKeyDoor(KeyDoorEnv):
-    """Key-door where the first word of the action is the command (take -> take key, open -> open door)."""
-
-    def __init__(self, length: int = 3, key_at_start: bool = False, **kwargs: Any):
-        super().__init__(length=length, **kwargs)
-        self.key_at_start = key_at_start
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        obs, info = super().reset(seed=seed, options=options)
-        if self.key_at_start:  # the short variant: take the key where you stand, then find the door
-            self.key_pos = self.pos
-            obs = self._describe()
-            info = self._info(obs, valid=True)
-        return obs, info
-
-    @property
-    def instructions(self) -> str:
-        return "Take the key, then open the door: left, right, take or open."
-
-    def _describe(self) -> str:
-        # a direction hint keeps the task solvable from the current observation alone (history_turns: 0)
-        text = super()._describe()
-        if self.pos != self.door_pos:
-            text += " The door is to the " + ("left." if self.door_pos < self.pos else "right.")
-        return text
-
-    def step(self, action: str):
-        words = re.findall(r"[a-z]+", action.lower()[:200])
-        command = _WORDS.get(words[0], " ".join(words[:2])) if words else action
-        return super().step(command)
-
-
-def register_tiny_envs() -> None:
-    from agentgym.registration import register
-
-    register(ONE_WORD_ENV, "agentgym.train.tiny:OneWordKeyDoor", max_turns=8)
 
 
 def keydoor_vocab() -> list[str]:

@@ -3,13 +3,16 @@
 agentgym/Search-v0 mixes 1- to 4-hop questions over a generated fictional world; Search-<h>Hop-v0 fix
 the hop count. `SearchEnv(corpus_path=..., qa_path=...)` runs on real JSONL corpora (Wikipedia + NQ/HotpotQA).
 """
+from agentgym.envs.search.world import generated_corpus
 from agentgym.registration import SuiteEntry, register, register_suite
+from agentgym.tools.retrieval.corpus import register_corpus_source
 
 ENTRY = "agentgym.envs.search.env:SearchEnv"
 MAX_TURNS = {1: 4, 2: 6, 3: 8, 4: 10}
 
 
 def register_envs() -> None:
+    register_corpus_source("generated", generated_corpus)  # `agentgym serve retrieval --corpus generated:0:small`
     register("agentgym/Search-v0", ENTRY, max_turns=10)
     for hops, turns in MAX_TURNS.items():
         env_id = f"agentgym/Search-{hops}Hop-v0"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from agentgym.errors import ConfigError
+from agentgym.tools.retrieval.corpus import Corpus, Document
 
 _ONSETS = ("b", "br", "c", "d", "dr", "f", "g", "gr", "h", "k", "kr", "l", "m", "n", "p", "qu", "r", "s",
            "sk", "st", "t", "th", "v", "vr", "w", "z", "zh", "y")
@@ -174,3 +175,13 @@ def _pick(options: tuple[str, ...], key: str) -> str:
 def render_corpus(world: World) -> list[tuple[str, str, str]]:
     """(id, title, text) of every entity's document, in a stable order."""
     return [(e.id, e.name, render(world, e)) for e in world.entities.values()]
+
+
+def generated_corpus(arg: str = "") -> Corpus:
+    """The corpus `generated:SEED[:SIZE]` names (SIZE a name like small, or a number of documents)."""
+    seed, _, size = arg.partition(":")
+    if not seed.lstrip("-").isdigit() and seed:
+        raise ConfigError(f"bad corpus spec generated:{arg}; use generated:SEED[:SIZE], e.g. generated:0:small")
+    world_size: str | int = int(size) if size.isdigit() else size or "small"
+    world = generate_world(int(seed or 0), world_size)
+    return Corpus((Document(*row) for row in render_corpus(world)), name=f"generated:{int(seed or 0)}:{world_size}")

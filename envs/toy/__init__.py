@@ -8,3 +8,5 @@ def register_envs() -> None:
              kwargs={"length": 6}, suites=("toy",))
     register("agentgym/Toy-Calculator-v0", "agentgym.envs.toy.calculator:CalculatorEnv", max_turns=4,
              suites=("toy",))
+    # the CPU learning runs' env (train/configs/toy_learning.yaml); not in the toy suite
+    register("agentgym/Toy-KeyDoor-OneWord-v0", "agentgym.envs.toy.oneword:OneWordKeyDoor", max_turns=8)

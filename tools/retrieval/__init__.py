@@ -8,8 +8,8 @@ httpx client, so many env workers can share one index.
 Heavy modules (bm25s, torch, fastapi) load only when an index or the server is built.
 """
 from agentgym.tools.retrieval.base import Retriever, get_retriever
-from agentgym.tools.retrieval.corpus import (Corpus, Document, Hit, RetrievalError, corpus_from_spec,
-                                             generated_corpus, load_corpus)
+from agentgym.tools.retrieval.corpus import (Corpus, Document, Hit, RetrievalError, corpus_from_spec, load_corpus,
+                                             register_corpus_source)
 
-__all__ = ["Corpus", "Document", "Hit", "RetrievalError", "Retriever", "corpus_from_spec", "generated_corpus",
-           "get_retriever", "load_corpus"]
+__all__ = ["Corpus", "Document", "Hit", "RetrievalError", "Retriever", "corpus_from_spec", "get_retriever",
+           "load_corpus", "register_corpus_source"]

@@ -5,6 +5,8 @@ A corpus file is JSON lines, one document per line, in the common layouts:
     {"id": "12", "contents": "\"Paris\"\nParis is the capital ..."}             (Search-R1 / Pyserini style)
 `id` may also be `_id` or `docid`; a missing id becomes the line number. A `contents` field whose first
 line is a (quoted) title is split into title and text, as Search-R1's wiki-18 dump is written.
+Envs hand their own corpora to the retrieval tools with `register_corpus_source` (the search env's
+`generated:SEED[:SIZE]`), so these tools never import an env.
 """
 from __future__ import annotations
 
@@ -13,9 +15,10 @@ import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from agentgym.errors import AgentGymError, ConfigError
+from agentgym.registration import discover
 
 
 class RetrievalError(AgentGymError):
@@ -124,23 +127,19 @@ def load_corpus(path: str | Path, limit: int | None = None) -> Corpus:
     return Corpus(docs, name=Path(path).name)
 
 
-def generated_corpus(seed: int = 0, size: str | int = "small") -> Corpus:
-    """The documents of a generated search world (`agentgym.envs.search.world`)."""
-    from agentgym.envs.search.world import generate_world, render_corpus
+_SOURCES: dict[str, Callable[[str], Corpus]] = {}
 
-    return Corpus((Document(*row) for row in render_corpus(generate_world(seed, size))),
-                  name=f"generated:{seed}:{size}")
+
+def register_corpus_source(name: str, build: Callable[[str], Corpus]) -> None:
+    """Make `corpus_from_spec("NAME:ARG")` return `build("ARG")`; env families call this when registered."""
+    _SOURCES[name] = build
 
 
 def corpus_from_spec(spec: str) -> Corpus:
-    """`generated:SEED[:SIZE]` (SIZE a name like small or a number of documents) or a JSONL path."""
-    if spec.startswith("generated"):
-        parts = spec.split(":")
-        try:
-            seed = int(parts[1]) if len(parts) > 1 and parts[1] else 0
-            size: str | int = parts[2] if len(parts) > 2 else "small"
-            size = int(size) if str(size).isdigit() else size
-        except ValueError:
-            raise ConfigError(f"bad corpus spec {spec!r}; use generated:SEED[:SIZE], e.g. generated:0:small") from None
-        return generated_corpus(seed, size)
+    """`NAME[:ARG]` of a registered source (e.g. `generated:SEED[:SIZE]`, from the search env) or a JSONL path."""
+    name, _, arg = spec.partition(":")
+    if name not in _SOURCES and not Path(spec).is_file():
+        discover()  # the env registry loads the env families, which register their sources
+    if name in _SOURCES:
+        return _SOURCES[name](arg)
     return load_corpus(spec)
