@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from agentgym.errors import ConfigError
+from agentgym.tools.retrieval.bm25 import BM25Index
 from agentgym.tools.retrieval.corpus import Corpus, Hit
+from agentgym.tools.retrieval.dense import DenseIndex
 
 METHODS = ("bm25", "dense")
 _INDEXES: dict[tuple, Any] = {}
@@ -42,10 +44,4 @@ def get_retriever(corpus: Corpus | None = None, method: str = "bm25", url: str |
         return RetrievalClient(url, method=method)
     if corpus is None:
         raise ConfigError("get_retriever needs a corpus or the url of a retrieval server")
-    if method == "dense":
-        from agentgym.tools.retrieval.dense import dense_index
-
-        return dense_index(corpus, cache_dir=cache_dir)
-    from agentgym.tools.retrieval.bm25 import bm25_index
-
-    return bm25_index(corpus, cache_dir=cache_dir)
+    return shared_index(DenseIndex if method == "dense" else BM25Index, corpus, cache_dir)

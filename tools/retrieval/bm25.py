@@ -67,10 +67,3 @@ class BM25Index:
 
     def search_batch(self, queries: list[str], k: int = 3) -> list[list[Hit]]:
         return [self.search(q, k) for q in queries]
-
-
-def bm25_index(corpus: Corpus, cache_dir: str | Path | None = None) -> BM25Index:
-    """The process-wide bm25 index of a corpus, built on first use."""
-    from agentgym.tools.retrieval.base import shared_index
-
-    return shared_index(BM25Index, corpus, cache_dir)

@@ -100,10 +100,3 @@ class DenseIndex:
             for i, vector in zip(live, vectors):
                 out[i] = self.search_vector(vector, k)
         return out
-
-
-def dense_index(corpus: Corpus, cache_dir: str | Path | None = None) -> DenseIndex:
-    """The process-wide dense index of a corpus, embedded on first use."""
-    from agentgym.tools.retrieval.base import shared_index
-
-    return shared_index(DenseIndex, corpus, cache_dir)
