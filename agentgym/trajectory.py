@@ -41,8 +41,8 @@ class Turn:
     info: dict[str, Any] = field(default_factory=dict)  # JSON-safe extras (admissible actions count, ...)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON types; shallow (no deep copy of the token lists: 10x faster than `asdict`), so read it,
-        don't mutate it. A non-scalar anchor is stored as its repr, which stays hashable when read back."""
+        """Ready for `json.dumps`; shallow (unlike `asdict`, no deep copy of the token tuples), so read it, don't
+        mutate it. A non-scalar anchor is stored as its repr, which stays hashable when read back."""
         d = {name: getattr(self, name) for name in _TURN_FIELDS}
         anchor = self.anchor
         d["anchor"] = anchor if anchor is None or isinstance(anchor, (str, int, float, bool)) else repr(anchor)
@@ -104,7 +104,7 @@ class Trajectory:
         return sum(not t.valid for t in self.turns)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON types, shallow like `Turn.to_dict`."""
+        """Ready for `json.dumps`, shallow like `Turn.to_dict`; `from_dict` reads it back."""
         d = {name: getattr(self, name) for name in _TRAJ_FIELDS}
         d["turns"] = [t.to_dict() for t in self.turns]
         return d

@@ -90,3 +90,14 @@ def test_bad_specs():
         corpus_from_spec("generated:abc")
     with pytest.raises(ConfigError, match="unknown retrieval method"):
         get_retriever(None, "splade")
+
+
+def test_a_registered_corpus_source_serves_its_specs():
+    """Env families hand their corpora to the retrieval tools by name (the search env's `generated`)."""
+    from agentgym.tools.retrieval import register_corpus_source
+
+    register_corpus_source("test-letters", lambda arg: Corpus([Document(c, c.upper(), f"letter {c}") for c in arg],
+                                                              name=f"test-letters:{arg}"))
+    corpus = corpus_from_spec("test-letters:abc")
+    assert corpus.name == "test-letters:abc" and [d.title for d in corpus.documents] == ["A", "B", "C"]
+    assert corpus_from_spec("generated:0:tiny").name == "generated:0:tiny"
