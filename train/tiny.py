@@ -10,9 +10,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from agentgym.registration import discover
+
+ONE_WORD_ENV = "agentgym/Toy-KeyDoor-OneWord-v0"
 CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }} {{ m['content'] }}<|im_end|> {% endfor %}"
                  "{% if add_generation_prompt %}<|im_start|>assistant {% endif %}")
 SPECIALS = ["[PAD]", "[UNK]", "<|im_start|>", "<|im_end|>"]
+
+
+def register_tiny_envs() -> None:
+    """The toy family registers ONE_WORD_ENV now; this only makes sure the registry has loaded it (older callers)."""
+    discover()
 
 
 def keydoor_vocab() -> list[str]:

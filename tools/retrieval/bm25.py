@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from agentgym.errors import require
-from agentgym.tools.retrieval.corpus import Corpus, Hit
+from agentgym.tools.retrieval.corpus import Corpus, Hit, shared_index
 
 _TOKEN = re.compile(r"\w+")
 _MAX_QUERY_TOKENS = 256  # a megabyte of garbage as a query costs no more than a long question
@@ -67,3 +67,8 @@ class BM25Index:
 
     def search_batch(self, queries: list[str], k: int = 3) -> list[list[Hit]]:
         return [self.search(q, k) for q in queries]
+
+
+def bm25_index(corpus: Corpus, cache_dir: str | Path | None = None) -> BM25Index:
+    """The process-wide bm25 index of a corpus, built on first use."""
+    return shared_index(BM25Index, corpus, cache_dir)

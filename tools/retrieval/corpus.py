@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -81,6 +83,20 @@ class Corpus:
     def hit(self, position: int, score: float) -> Hit:
         d = self.documents[position]
         return Hit(d.id, d.title, d.text, float(score))
+
+
+_INDEXES: dict[tuple, Any] = {}
+# one lock per index class: a long dense embedding must not hold up building a BM25 index
+_LOCKS: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+
+
+def shared_index(index_cls: type, corpus: Corpus, cache_dir: str | Path | None = None) -> Any:
+    """The process-wide `index_cls(corpus, cache_dir=...)`, built on first use, so many envs share one."""
+    key = (index_cls.__name__, corpus.fingerprint, str(cache_dir))
+    with _LOCKS[index_cls.__name__]:
+        if key not in _INDEXES:
+            _INDEXES[key] = index_cls(corpus, cache_dir=cache_dir)
+        return _INDEXES[key]
 
 
 def _split_contents(contents: str) -> tuple[str, str]:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from agentgym.errors import require
-from agentgym.tools.retrieval.corpus import Corpus, Hit
+from agentgym.tools.retrieval.corpus import Corpus, Hit, shared_index
 
 _ENCODE_LOCK = threading.Lock()  # one forward pass at a time: torch already spreads one over the cores
 
@@ -100,3 +100,8 @@ class DenseIndex:
             for i, vector in zip(live, vectors):
                 out[i] = self.search_vector(vector, k)
         return out
+
+
+def dense_index(corpus: Corpus, cache_dir: str | Path | None = None) -> DenseIndex:
+    """The process-wide dense index of a corpus, embedded on first use."""
+    return shared_index(DenseIndex, corpus, cache_dir)
