@@ -156,7 +156,8 @@ class AlgorithmSection:
         _check(self.clip_low > 0 and self.clip_high > 0, "algorithm.clip_low/clip_high must be > 0")
         _check(self.dual_clip is None or self.dual_clip > 1.0,
                f"algorithm.dual_clip must be > 1 (e.g. 3.0) or null, got {self.dual_clip}")
-        _check(self.tis_cap is None or self.tis_cap >= 1.0, f"algorithm.tis_cap must be >= 1 or null, got {self.tis_cap}")
+        _check(self.tis_cap is None or self.tis_cap >= 1.0,
+               f"algorithm.tis_cap must be >= 1 (e.g. 2.0) or null, got {self.tis_cap}")
         _check(self.overlong_buffer >= 0 and self.overlong_penalty >= 0,
                "algorithm.overlong_buffer and algorithm.overlong_penalty must be >= 0")
         _check(self.similarity is None or 0 < self.similarity <= 1,

@@ -240,7 +240,8 @@ class Trainer:
         state = {"optimizer": self.optimizer.state_dict(), "next_seed": self.next_seed,
                  "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                  "critic": self.critic.state_dict() if self.critic is not None else None}
-        return ck.save_checkpoint(self.run_dir, self.iteration, self.model, self.tokenizer, state, self.cfg.checkpoint.keep)
+        return ck.save_checkpoint(self.run_dir, self.iteration, self.model, self.tokenizer, state,
+                                  self.cfg.checkpoint.keep)
 
     def _resume(self) -> None:
         ckpt = ck.find_checkpoint(self.cfg.checkpoint.resume, self.run_dir)

@@ -121,6 +121,11 @@ def test_cli_prints_resolved_config():
                            "algorithm.estimator=grpo"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "estimator: grpo" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "agentgym.cli", "train", "--print-config", "household_gpu_vllm"],
+                          capture_output=True, text=True, timeout=60)
+    for line in ("success_reward: 10.0", "invalid_penalty_mode: advantage", "tis_cap: 2.0", "overlong: penalty",
+                 "keep_task: true", "sleep_level: 1", "verify_samples: 0"):
+        assert line in proc.stdout, line
 
 
 @pytest.mark.slow
@@ -176,3 +181,30 @@ def test_failed_episodes_are_not_trained_on(tmp_path: Path):
         assert m["failed_dropped"] == 1.0 and m["failed_episodes"] == 1.0
     finally:
         trainer.close()
+
+
+def test_lora_pushes_the_adapter_to_a_policy_that_takes_one(tmp_path: Path, monkeypatch):
+    """With LoRA, an engine that serves adapters (vLLM's LoRARequest) gets the saved adapter, not a merged copy."""
+    from agentgym.policies.hf import HFPolicy
+    from agentgym.train import setup
+
+    pushed: list[str] = []
+
+    class AdapterEngine(HFPolicy):
+        def update_adapter(self, path):
+            pushed.append(path)
+
+        def update_weights(self, state_dict):
+            raise AssertionError("a LoRA run must not merge and push full weights")
+
+    def make(cfg, model, tok):
+        policy = AdapterEngine(model, tok)
+        policy.model = object()  # generates through `model` but counts as a separate engine
+        policy.generate = lambda requests, _p=HFPolicy(model, tok): _p.generate(requests)
+        return policy
+
+    monkeypatch.setattr(setup, "make_policy", make)
+    train(small_config(tmp_path, "train.iterations=2", "model.lora.enabled=true",
+                       "model.lora.target_modules=[q_proj, v_proj]"))
+    assert [Path(p).name for p in pushed] == ["iteration-0", "iteration-1"]
+    assert (Path(pushed[-1]) / "adapter_model.safetensors").exists() and not Path(pushed[0]).exists()
