@@ -187,3 +187,65 @@ def test_verification_covers_late_turns_of_every_sample():
     assert checked == trajs[0].num_turns + broken.num_turns and len(errors) == 1 and "turn 3" in errors[0]
     some, _ = verify_samples(CHAT, [trajs[0], broken], "step", 1, limit=3, rng=random.Random(0))
     assert some == 3
+
+
+# ------------------------------------------------------------------ 9. a missing anchor
+
+class NoAnchorEnv:
+    """Builds infos with make_info() and never calls finish_info: every anchor is None."""
+
+    def __new__(cls, *args, **kwargs):
+        from agentgym.core import TextEnv, make_info
+
+        class _Env(TextEnv):
+            def reset(self, *, seed=None, options=None):
+                self.t = 0
+                return "room 0", make_info()
+
+            def step(self, action):
+                self.t += 1
+                return f"room {self.t}", 0.0, self.t >= 3, False, make_info()
+
+        return _Env()
+
+
+def test_a_missing_anchor_falls_back_to_the_observation():
+    from agentgym.policies.scripted import ScriptedPolicy
+
+    [traj] = rollout(lambda: NoAnchorEnv(), ScriptedPolicy(lambda ctx: "go"), CHAT, [0],
+                     config=RolloutConfig(max_turns=5))
+    assert [t.anchor for t in traj.turns] == ["room 0", "room 1", "room 2"]
+    from agentgym.core import make_info
+
+    assert make_info(observation="room 7")["anchor"] == "room 7"
+    assert make_info(anchor=("k", 1), observation="room 7")["anchor"] == ("k", 1)
+
+
+def test_check_env_flags_an_env_that_never_sets_an_anchor():
+    from agentgym.checker import check_env
+    from agentgym.errors import CheckError
+
+    with pytest.raises(CheckError, match=r"\[anchor\].*never|\[anchor\].*no reset or step info sets"):
+        check_env(lambda: NoAnchorEnv(), gymnasium_checks=False, oracle=False)
+
+
+# ------------------------------------------------------------------ 11 + 13. the loss side
+
+def test_is_weights_scale_each_tokens_loss():
+    torch = pytest.importorskip("torch")
+    from agentgym.train.losses import ppo_policy_loss
+
+    lp, adv, mask = torch.zeros(1, 3), torch.tensor([[1.0, -2.0, 0.5]]), torch.ones(1, 3)
+    plain = ppo_policy_loss(lp, lp, adv, mask).loss
+    weighted = ppo_policy_loss(lp, lp, adv, mask, weights=torch.tensor([[2.0, 1.0, 0.0]])).loss
+    assert plain.item() == pytest.approx((-1 + 2 - 0.5) / 3) and weighted.item() == pytest.approx((-2 + 2) / 3)
+
+
+def test_value_clip_relative_to_the_value_scale():
+    from agentgym.train.update import Targets, value_clip_range
+
+    returns = [np.array([0.0, 10.0, 0.0, -10.0])]
+    targets = Targets([np.zeros(4)], returns, [np.array([1.0, 1.0, 1.0, 1.0])], [np.zeros(4)])
+    assert value_clip_range(AlgorithmSection(value_clip=0.2), targets) == 0.2
+    relative = value_clip_range(AlgorithmSection(value_clip=0.2, value_clip_scale="returns_std"), targets)
+    assert relative == pytest.approx(0.2 * np.std([0.0, 10.0, 0.0, -10.0]))
