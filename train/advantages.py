@@ -147,12 +147,6 @@ def _on_sorted(table: TurnTable, fn, *cols: np.ndarray) -> np.ndarray:
     return out
 
 
-def _discount_from_end(table: TurnTable, x: np.ndarray, gamma: float) -> np.ndarray:
-    """γ^(turns to the trajectory's end) · x on a sorted table."""
-    nxt = _same_traj_next(table.traj)
-    return backward_recurrence(np.where(nxt, 0.0, x), gamma, nxt)
-
-
 def last_rows(table: TurnTable) -> np.ndarray:
     """A mask of each trajectory's last turn (the table sorted or not)."""
     last = np.zeros(len(table), dtype=bool)
@@ -216,8 +210,9 @@ def reinforce_pp(table: TurnTable, gamma: float = 1.0, baseline: Literal["group"
     if baseline == "group":
         inverse, returns = episode_returns(table, invalid_penalty)
         groups = _traj_groups(table, inverse, len(returns))
-        mean_g = (returns - group_normalize(returns, groups, "mean"))[inverse]
-        x = rtg - _on_sorted(table, lambda tb, m: _discount_from_end(tb, m, gamma), mean_g)
+        mean_g = returns - group_normalize(returns, groups, "mean")
+        last_turn = np.bincount(inverse) - 1  # turns are numbered 0..T-1 within a trajectory
+        x = rtg - mean_g[inverse] * np.power(gamma, (last_turn[inverse] - table.turn).astype(np.float64))
     elif baseline == "none":
         x = rtg
     else:
