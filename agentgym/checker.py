@@ -8,7 +8,7 @@ options, data not reused). Then the text-env checks, each with a name that a fai
     gymnasium     Gymnasium's env-checker pieces that work for Text spaces
     observation   every observation is a str inside the observation space (valid UTF-8, not too long)
     info          standard info keys with the right types (success/valid_action bool, components dict...)
-    anchor        `info["anchor"]` is hashable
+    anchor        `info["anchor"]` is hashable, and set by some info of every episode
     reward        a finite float equal to the sum of `reward_components` (within 1e-6)
     determinism   the same seed and the same actions give the same observations, rewards and infos,
                   on a fresh instance and on a reused one
@@ -312,11 +312,20 @@ def _compare(first: _Run, second: _Run, seed: int, how: str) -> None:
                          f"then {len(second.steps) - 1} with the same actions")
 
 
+def _check_sets_anchor(run: _Run, seed: int) -> None:
+    """[anchor] Some info of an episode must carry an anchor: without one the rollout falls back to the
+    observation text, which is rarely the env's notion of "the same state"."""
+    if all(value is None for step in run.steps for key, value in step if key == "anchor"):
+        raise CheckError(f"[anchor] seed {seed}: no reset or step info sets info['anchor'] (GiGPO groups turns on "
+                         "it); pass make_info(anchor=..., observation=obs) or return TextEnv.finish_info(obs, info)")
+
+
 def check_determinism(env: gym.Env, factory: Callable[[], gym.Env] | None, seeds: Sequence[int],
                       max_steps: int) -> None:
     """[determinism] plus the per-step checks: same seed and actions, same results, fresh or reused env."""
     for seed in seeds:
         first = _play(env, seed, max_steps)
+        _check_sets_anchor(first, seed)
         _compare(first, _play(env, seed, max_steps, first.actions), seed, "the same instance reset again")
         if factory is not None:
             fresh = _guard("api", factory)

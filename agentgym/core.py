@@ -30,8 +30,11 @@ MAX_TEXT = 1_000_000
 
 def make_info(*, success: bool = False, valid_action: bool = True, anchor: Hashable | None = None,
               reward_components: dict[str, float] | None = None, admissible_actions: Sequence[str] | None = None,
-              task_id: str | None = None, **extra: Any) -> dict[str, Any]:
-    """An info dict with the standard keys; `anchor=None` is filled with the observation by `TextEnv`."""
+              task_id: str | None = None, observation: str | None = None, **extra: Any) -> dict[str, Any]:
+    """An info dict with the standard keys. The anchor defaults to `observation` when that is given;
+    otherwise `anchor=None` is filled with the observation by `TextEnv.finish_info` or the rollout."""
+    if anchor is None:
+        anchor = observation
     info: dict[str, Any] = {"success": bool(success), "valid_action": bool(valid_action), "anchor": anchor,
                             "reward_components": dict(reward_components or {})}
     if admissible_actions is not None:

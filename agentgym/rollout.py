@@ -11,7 +11,8 @@ once, and requests from ready envs are batched opportunistically.
 Token accounting: the next prompt is the previous prompt + the generated ids + the chat template's
 delimiters around the new observation (`ChatFormat.continue_prompt`); generated ids are never
 re-tokenized. In the `step` layout each prompt is the system prompt + the last `history_turns` turns,
-rebuilt from the same recorded token pieces.
+rebuilt from the same recorded token pieces; once the first observation has slid out of that window, the
+task (`info["task"]` at reset, else the first observation) is restated before the window (`window_message`).
 
 A policy failure (a Generation with finish_reason "error", or an exception) or an env failure ends
 that episode with end_reason "failed" and its error message; the rest of the batch goes on.
@@ -50,6 +51,7 @@ class RolloutConfig:
     async_mode: bool = False                # queue each env's next request as soon as its step returns
     max_inflight_batches: int = 1           # async: generate calls at once (>1 suits servers that batch)
     env_timeout_s: float | None = None      # an env step slower than this fails its episode
+    keep_task: bool = True                  # step layout: restate the task once it leaves the window
 
     def __post_init__(self) -> None:
         if self.max_turns is not None and self.max_turns < 1:
@@ -86,7 +88,7 @@ class _Episode:
         self.end_reason: str | None = None
         self.error: str | None = None
         self.success = False
-        self.task_id = ""
+        self.task_id, self.task = "", ""
         self.t0 = time.perf_counter()
 
     def fail(self, message: str) -> None:
@@ -97,7 +99,7 @@ class _Episode:
                           sample_index=self.sample_index, turns=tuple(self.turns), success=self.success,
                           end_reason=self.end_reason or "failed", task_id=self.task_id, system_prompt=self.system,
                           first_observation=self.first_obs, final_observation=self.final_obs, error=self.error,
-                          wall_s=time.perf_counter() - self.t0)
+                          wall_s=time.perf_counter() - self.t0, task=self.task)
 
 
 class _Engine:
@@ -123,6 +125,7 @@ class _Engine:
         ep.task_id = str(result.info.get("task_id", ""))
         ep.obs = self.chat.truncate_observation(result.obs, self.config.max_observation_tokens)
         ep.first_obs, ep.info = ep.obs, result.info
+        ep.task = str(result.info.get("task") or ep.obs) if self.config.keep_task else ""
         ep.obs_texts.append(ep.obs)
         if self.config.layout == "trajectory":
             ep.prompt = self.chat.initial_prompt(ep.system, ep.obs, ep.tools)
@@ -133,7 +136,7 @@ class _Engine:
             return ep.prompt
         t = len(ep.turns)
         start = max(0, t - self.config.history_turns)
-        ids = self.chat.initial_prompt(ep.system, ep.obs_texts[start], ep.tools)
+        ids = self.chat.initial_prompt(ep.system, window_message(ep.task, ep.obs_texts[start], start), ep.tools)
         for response, after in ep.pieces[start:t]:
             ids += response
             ids += after
@@ -145,7 +148,7 @@ class _Engine:
         sampling = self.config.sampling
         limit = self.context_limit
         if limit is not None and len(ids) + sampling.max_tokens > limit:
-            ep.end_reason = "context_full"
+            ep.end_reason, ep.final_obs = "context_full", ep.obs
             return None
         if sampling.seed is not None:  # distinct but reproducible per (group, sample, turn)
             key = f"{sampling.seed}/{ep.group_id}/{ep.sample_index}/{len(ep.turns)}".encode()
@@ -164,7 +167,7 @@ class _Engine:
                     response_ids=tuple(map(int, gen.token_ids)), logprobs=tuple(map(float, gen.logprobs)),
                     reward=result.reward,
                     reward_components={k: float(v) for k, v in (info.get("reward_components") or {}).items()},
-                    anchor=ep.info.get("anchor", ep.obs), valid=bool(info.get("valid_action", True)),
+                    anchor=_anchor(ep.info, ep.obs), valid=bool(info.get("valid_action", True)),
                     terminated=result.terminated, truncated=result.truncated, finish_reason=gen.finish_reason,
                     tool_calls=len(tool_results), tool_errors=sum(not getattr(r, "ok", True) for r in tool_results),
                     generate_s=generate_s, env_s=result.seconds, info=_turn_extras(info))
@@ -187,6 +190,50 @@ class _Engine:
         if self.config.layout == "trajectory":
             ep.prompt.extend(turn.response_ids)  # requests hold their own tuple copy
             ep.prompt.extend(after)
+
+
+def _anchor(info: dict[str, Any], observation: str) -> Any:
+    """The env's anchor, else the observation text (an env that never sets one must not put every turn
+    of a group into one GiGPO step group)."""
+    anchor = info.get("anchor")
+    return observation if anchor is None else anchor
+
+
+TASK_REMINDER = "{task}\n\n[{n} earlier turn(s) not shown]\n\n"
+
+
+def window_message(task: str, observation: str, start: int) -> str:
+    """The first user message of a step-layout prompt whose history window starts at turn `start`."""
+    if start == 0 or not task or task in observation:
+        return observation
+    return TASK_REMINDER.format(task=task, n=start) + observation
+
+
+def step_messages(chat: ChatFormat, traj: Trajectory, t: int, history_turns: int, tools: Sequence[Any] | None = None
+                  ) -> list[dict[str, Any]]:
+    """The conversation turn `t` of a step-layout episode was prompted with (for `ChatFormat.verify`)."""
+    turns, start = traj.turns, max(0, t - history_turns)
+    messages = chat.initial_messages(traj.system_prompt, window_message(traj.task, turns[start].observation, start),
+                                     tools)
+    for j in range(start, t):
+        messages.append({"role": "assistant", "content": turns[j].action, "token_ids": list(turns[j].response_ids)})
+        messages.append({"role": "user", "content": turns[j + 1].observation})
+    return messages
+
+
+def next_prompt_ids(chat: ChatFormat, traj: Trajectory, layout: str, history_turns: int,
+                    tools: Sequence[Any] | None = None) -> list[int]:
+    """The prompt a next turn would have had: the state after the last turn, whose value GAE bootstraps
+    from when an episode was cut off (turn limit, full context) rather than terminated."""
+    turns, t = traj.turns, len(traj.turns)
+    observations = [k.observation for k in turns] + [traj.final_observation]
+    if layout == "trajectory":
+        return chat.continue_prompt(turns[-1].prompt_ids, turns[-1].response_ids, traj.final_observation)
+    start = max(0, t - history_turns)
+    ids = chat.initial_prompt(traj.system_prompt, window_message(traj.task, observations[start], start), tools)
+    for j in range(start, t):
+        ids += [*turns[j].response_ids, *chat.turn_suffix(turns[j].response_ids, observations[j + 1])]
+    return ids
 
 
 def _turn_extras(info: dict[str, Any]) -> dict[str, Any]:

@@ -78,6 +78,7 @@ class Trajectory:
     final_observation: str = ""           # the env's answer to the last action (not acted on)
     error: str | None = None
     wall_s: float = 0.0
+    task: str = ""                        # the task text step-layout prompts restate (info["task"] or first obs)
 
     @property
     def total_reward(self) -> float:
@@ -131,6 +132,8 @@ class TurnTable:
     group:  task group id (one task, G rollouts)      traj:   trajectory id
     turn:   turn index within its trajectory          anchor: int code, equal codes = equal anchor keys
     reward: the turn's reward                         valid:  the action was valid
+    terminated: the env ended the episode at this turn (a last turn that is not terminated was cut off:
+                by the turn limit, a full context or `truncated`, and GAE bootstraps after it)
     """
 
     group: np.ndarray
@@ -139,14 +142,15 @@ class TurnTable:
     anchor: np.ndarray
     reward: np.ndarray
     valid: np.ndarray
+    terminated: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.reward)
 
     @classmethod
     def from_columns(cls, group: Sequence[int], traj: Sequence[int], turn: Sequence[int],
-                     anchor: Sequence[Hashable], reward: Sequence[float], valid: Sequence[bool] | None = None
-                     ) -> TurnTable:
+                     anchor: Sequence[Hashable], reward: Sequence[float], valid: Sequence[bool] | None = None,
+                     terminated: Sequence[bool] | None = None) -> TurnTable:
         """Build from plain lists; anchors may be any hashables and are coded to ints."""
         codes: dict[Hashable, int] = {}
         anchor_codes = np.fromiter((codes.setdefault(a, len(codes)) for a in anchor), dtype=np.int64,
@@ -154,12 +158,13 @@ class TurnTable:
         n = len(reward)
         return cls(np.asarray(group, dtype=np.int64), np.asarray(traj, dtype=np.int64),
                    np.asarray(turn, dtype=np.int64), anchor_codes, np.asarray(reward, dtype=np.float64),
-                   np.ones(n, dtype=bool) if valid is None else np.asarray(valid, dtype=bool))
+                   np.ones(n, dtype=bool) if valid is None else np.asarray(valid, dtype=bool),
+                   None if terminated is None else np.asarray(terminated, dtype=bool))
 
     @classmethod
     def from_trajectories(cls, trajectories: Sequence[Trajectory]) -> TurnTable:
         """One row per turn; trajectory ids are positions in the given list."""
-        group, traj, turn, anchor, reward, valid = [], [], [], [], [], []
+        group, traj, turn, anchor, reward, valid, terminated = [], [], [], [], [], [], []
         for i, t in enumerate(trajectories):
             for k in t.turns:
                 group.append(t.group_id)
@@ -168,4 +173,5 @@ class TurnTable:
                 anchor.append(k.anchor)
                 reward.append(k.reward)
                 valid.append(k.valid)
-        return cls.from_columns(group, traj, turn, anchor, reward, valid)
+                terminated.append(k.terminated)
+        return cls.from_columns(group, traj, turn, anchor, reward, valid, terminated)

@@ -272,8 +272,10 @@ def test_step_layout_history_window(k):
     assert traj.success and traj.num_turns > k + 1
     turns = traj.turns
     for t, turn in enumerate(turns):
-        start = max(0, t - k)
-        expected = CHAT.initial_prompt(traj.system_prompt, turns[start].observation)
+        start = max(0, t - k)  # the task (the first observation) is restated once it has left the window
+        first = turns[start].observation if start == 0 else \
+            f"{traj.first_observation}\n\n[{start} earlier turn(s) not shown]\n\n{turns[start].observation}"
+        expected = CHAT.initial_prompt(traj.system_prompt, first)
         for j in range(start, t):  # rebuilt from recorded pieces: responses are never re-tokenized
             expected = CHAT.continue_prompt(expected, turns[j].response_ids, turns[j + 1].observation)
         assert turn.prompt_ids == tuple(expected)

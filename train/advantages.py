@@ -140,10 +140,21 @@ def _on_sorted(table: TurnTable, fn, *cols: np.ndarray) -> np.ndarray:
     if perm is None:
         return fn(table, *cols)
     sub = TurnTable(table.group[perm], table.traj[perm], table.turn[perm], table.anchor[perm],
-                    table.reward[perm], table.valid[perm])
+                    table.reward[perm], table.valid[perm],
+                    None if table.terminated is None else table.terminated[perm])
     out = np.empty(len(table))
     out[perm] = fn(sub, *(np.asarray(c)[perm] for c in cols))
     return out
+
+
+def last_rows(table: TurnTable) -> np.ndarray:
+    """A mask of each trajectory's last turn (the table sorted or not)."""
+    last = np.zeros(len(table), dtype=bool)
+    if len(table):
+        order = np.lexsort((table.turn, table.traj))
+        t = table.traj[order]
+        last[order[np.append(t[1:] != t[:-1], True)]] = True
+    return last
 
 
 def _combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -189,16 +200,19 @@ def reinforce_pp(table: TurnTable, gamma: float = 1.0, baseline: Literal["group"
                  eps: float = 1e-6, invalid_penalty: float = 0.0) -> np.ndarray:
     """REINFORCE++ (Hu 2025) at turn level: return-to-go minus a baseline, whitened over the batch.
 
-    x_t = R_t - b where R_t = r_t + γ R_{t+1} and b = mean_g(R_episode) ("group", the
-    REINFORCE++-baseline variant) or 0 ("none"); then A_t = (x_t - mean_batch x) / (std_batch x + eps)
-    over all turns of the batch (the global normalisation that replaces the critic).
+    x_t = R_t - b_t where R_t = r_t + γ R_{t+1} and b_t = γ^(T-1-t) mean_g(R_episode) ("group", the
+    REINFORCE++-baseline variant; the group mean is discounted by the turns left, as an outcome reward
+    in R_t is, so a long successful episode's early turns are not pushed below the baseline) or 0
+    ("none"); then A_t = (x_t - mean_batch x) / (std_batch x + eps) over all turns of the batch (the
+    global normalisation that replaces the critic).
     """
     rtg = discounted_returns(table, gamma, invalid_penalty)
     if baseline == "group":
         inverse, returns = episode_returns(table, invalid_penalty)
         groups = _traj_groups(table, inverse, len(returns))
         mean_g = returns - group_normalize(returns, groups, "mean")
-        x = rtg - mean_g[inverse]
+        last_turn = np.bincount(inverse) - 1  # turns are numbered 0..T-1 within a trajectory
+        x = rtg - mean_g[inverse] * np.power(gamma, (last_turn[inverse] - table.turn).astype(np.float64))
     elif baseline == "none":
         x = rtg
     else:
@@ -277,34 +291,38 @@ def gigpo(table: TurnTable, gamma: float = 0.95, w: float = 1.0, mode: Mode = "m
 # ---------------------------------------------------------------------------------------------
 
 def turn_gae(table: TurnTable, values: np.ndarray, gamma: float = 1.0, lam: float = 1.0,
-             invalid_penalty: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+             invalid_penalty: float = 0.0, final_values: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Turn-level GAE. Returns (advantages, returns) per turn.
 
-    V_k is the critic's value at the state turn k acts from. With V after the last turn = 0:
+    V_k is the critic's value at the state turn k acts from. V after a trajectory's last turn is
+    `final_values` at that row (the value of the state it was cut off in: bootstrapping a truncated
+    episode), or 0 (terminated; also where `final_values` is None):
         δ_k = r_k + γ V_{k+1} − V_k,    A_k = δ_k + γλ A_{k+1},    returns_k = A_k + V_k.
     The discount counts turns, not tokens; A_k goes to every action token of turn k.
     """
-    def fn(tb: TurnTable, v: np.ndarray) -> np.ndarray:
+    def fn(tb: TurnTable, v: np.ndarray, v_final: np.ndarray) -> np.ndarray:
         nxt = _same_traj_next(tb.traj)
-        v_next = np.where(nxt, np.append(v[1:], 0.0), 0.0)
+        v_next = np.where(nxt, np.append(v[1:], 0.0), v_final)
         delta = penalised_rewards(tb, invalid_penalty) + gamma * v_next - v
         return backward_recurrence(delta, gamma * lam, nxt)
 
     values = np.asarray(values, dtype=np.float64)
-    adv = _on_sorted(table, fn, values)
+    final = np.zeros(len(values)) if final_values is None else np.asarray(final_values, dtype=np.float64)
+    adv = _on_sorted(table, fn, values, final)
     return adv, adv + values
 
 
 def bi_level_gae(table: TurnTable, token_row: np.ndarray, token_values: np.ndarray, gamma_turn: float = 1.0,
-                 lam_turn: float = 1.0, lam_token: float = 1.0, invalid_penalty: float = 0.0
-                 ) -> tuple[np.ndarray, np.ndarray]:
+                 lam_turn: float = 1.0, lam_token: float = 1.0, invalid_penalty: float = 0.0,
+                 final_values: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Bi-level GAE over action tokens. Returns (advantages, returns) per token.
 
     `token_row[j]` is the table row (turn) of action token j and `token_values[j]` the critic's value
     there; tokens are ordered by (trajectory, turn, position) and the table must be sorted.
     Inside turn k (γ_token = 1, no reward):   δ_j = V_{j+1} − V_j,             A_j = δ_j + λ_token A_{j+1}.
     At the last token of turn k:  δ_j = r_k + γ_turn V_{k+1,first} − V_j,       A_j = δ_j + γ_turn λ_turn A_{k+1,first}
-    with V and A after the trajectory's last turn = 0. With one token per turn this is `turn_gae`.
+    with A after the trajectory's last turn = 0 and V there = `final_values[row]` (bootstrapping a
+    truncated episode; 0 when None). With one token per turn this is `turn_gae`.
     """
     if _sorted_table(table) is not None:
         raise ValueError("bi_level_gae needs the turn table sorted by (traj, turn)")
@@ -318,7 +336,8 @@ def bi_level_gae(table: TurnTable, token_row: np.ndarray, token_values: np.ndarr
     same_traj = np.zeros(n, dtype=bool)
     same_traj[:-1] = table.traj[row[1:]] == table.traj[row[:-1]]
     last_of_turn = ~same_turn
-    v_next = np.where(same_traj, np.append(v[1:], 0.0), 0.0)
+    v_after = np.zeros(n) if final_values is None else np.asarray(final_values, dtype=np.float64)[row]
+    v_next = np.where(same_traj, np.append(v[1:], 0.0), v_after)
     rewards = penalised_rewards(table, invalid_penalty)[row]
     delta = np.where(last_of_turn, rewards + gamma_turn * v_next, v_next) - v
     coef = np.where(last_of_turn, gamma_turn * lam_turn, lam_token)

@@ -82,6 +82,12 @@ class RolloutSection:
     env_workers: int = 8
     seed_start: int = 0
     """Training seeds are seed_start, seed_start+1, ... (one per group, never reused)."""
+    keep_task: bool = True
+    """Step layout: restate the task (info["task"], else the first observation) in every prompt once it has
+    slid out of the history window."""
+    sleep_level: int = 1
+    """A rollout engine with sleep mode (vLLM) frees its KV cache (1) or also its weights (2) while the
+    trainer updates; 0 keeps it resident."""
 
     def __post_init__(self) -> None:
         _check(self.group_size >= 1, f"rollout.group_size must be >= 1, got {self.group_size}")
@@ -90,6 +96,7 @@ class RolloutSection:
         _check(self.temperature > 0, "rollout.temperature must be > 0 for on-policy training "
                                      f"(got {self.temperature}); use eval.temperature for greedy eval")
         _check(self.max_new_tokens >= 1, "rollout.max_new_tokens must be >= 1")
+        _check(self.sleep_level in (0, 1, 2), f"rollout.sleep_level must be 0, 1 or 2, got {self.sleep_level}")
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,9 @@ class AlgorithmSection:
     episode_stats: Literal["trajectory", "turn"] = "trajectory"
     eps: float = 1e-6
     invalid_penalty: float = 0.0
+    invalid_penalty_mode: Literal["reward", "advantage"] = "reward"
+    """"reward": subtract the penalty from the invalid turn's reward before returns are computed (it then
+    also lowers every earlier turn's return); "advantage": subtract it from that turn's advantage only."""
     similarity: float | None = None
     """GiGPO: merge anchors whose texts are at least this similar (0-1); null = exact anchors."""
     clip_low: float = 0.2
@@ -120,6 +130,20 @@ class AlgorithmSection:
     entropy_coef: float = 0.0
     value_coef: float = 0.5
     value_clip: float | None = 0.2
+    value_clip_scale: Literal["absolute", "returns_std"] = "absolute"
+    """"returns_std": the value clip range is value_clip x the batch's std of value targets (reward scale free)."""
+    whiten_advantages: bool = False
+    """GAE estimators: normalise advantages to mean 0, std 1 over the batch's action tokens."""
+    tis_cap: float | None = None
+    """Truncated importance sampling: weight each token's loss by min(p_trainer / p_sampler, tis_cap), correcting
+    for the sampler's (vLLM, bf16) probabilities differing from the trainer's; null = off."""
+    overlong: Literal["none", "mask", "penalty"] = "none"
+    """Responses cut at rollout.max_new_tokens: "mask" leaves them out of the actor loss (DAPO); "penalty"
+    subtracts a length penalty from the turn's reward (DAPO's soft overlong punishment)."""
+    overlong_penalty: float = 1.0
+    """Penalty at rollout.max_new_tokens tokens (overlong=penalty)."""
+    overlong_buffer: int = 0
+    """overlong=penalty: the penalty ramps up linearly over the last this-many tokens before the limit."""
     dynamic_sampling: bool = False
     """Drop groups whose returns are all equal and roll out fresh tasks to refill the batch."""
     max_refill_rounds: int = 3
@@ -132,6 +156,10 @@ class AlgorithmSection:
         _check(self.clip_low > 0 and self.clip_high > 0, "algorithm.clip_low/clip_high must be > 0")
         _check(self.dual_clip is None or self.dual_clip > 1.0,
                f"algorithm.dual_clip must be > 1 (e.g. 3.0) or null, got {self.dual_clip}")
+        _check(self.tis_cap is None or self.tis_cap >= 1.0,
+               f"algorithm.tis_cap must be >= 1 (e.g. 2.0) or null, got {self.tis_cap}")
+        _check(self.overlong_buffer >= 0 and self.overlong_penalty >= 0,
+               "algorithm.overlong_buffer and algorithm.overlong_penalty must be >= 0")
         _check(self.similarity is None or 0 < self.similarity <= 1,
                f"algorithm.similarity must be in (0, 1] or null, got {self.similarity}")
         its = [int(it) for it, _ in self.turn_cap_schedule]
@@ -146,6 +174,9 @@ class OptimSection:
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
     max_grad_norm: float = 1.0
+    """Gradient-norm clip of the policy's parameters."""
+    critic_max_grad_norm: float | None = None
+    """Gradient-norm clip of the critic's own parameters (null: max_grad_norm), clipped separately."""
     warmup_steps: int = 0
 
     def __post_init__(self) -> None:
@@ -166,9 +197,13 @@ class TrainSection:
     """torch intra-op threads (0: torch's default). 1 is fastest for tiny models on a busy CPU."""
     verify_tokens: bool = True
     """Check rollout token ids against the chat template before training (fails loudly on a mismatch)."""
+    verify_samples: int = 0
+    """How many samples (turns in the step layout, episodes in the trajectory layout) to verify per batch,
+    drawn at random; 0 = every one."""
 
     def __post_init__(self) -> None:
         _check(self.iterations >= 1, f"train.iterations must be >= 1, got {self.iterations}")
+        _check(self.verify_samples >= 0, f"train.verify_samples must be >= 0, got {self.verify_samples}")
         _check(self.ppo_epochs >= 1 and self.mini_batches >= 1 and self.micro_batch_size >= 1,
                "train.ppo_epochs, train.mini_batches and train.micro_batch_size must be >= 1")
 

@@ -95,8 +95,11 @@ def ppo_policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantag
                     mask: torch.Tensor, *, clip_low: float = 0.2, clip_high: float = 0.2,
                     dual_clip: float | None = None, ratio_level: RatioLevel = "token",
                     segments: torch.Tensor | None = None, agg: Agg = "token-mean",
-                    denom: float | None = None) -> PolicyLossOut:
-    """PPO clipped surrogate with token-, sequence- or turn-level ratios and optional dual clip."""
+                    denom: float | None = None, weights: torch.Tensor | None = None) -> PolicyLossOut:
+    """PPO clipped surrogate with token-, sequence- or turn-level ratios and optional dual clip.
+
+    `weights` (no gradient) multiply each token's loss: truncated importance weights that correct for
+    the sampler's probabilities differing from `old_logprobs` (`targets.truncated_is_weights`)."""
     if dual_clip is not None and dual_clip <= 1.0:
         raise ValueError(f"dual_clip must be > 1 (e.g. 3.0), got {dual_clip}")
     lr = log_ratio(logprobs, old_logprobs, mask, ratio_level, segments)
@@ -107,6 +110,8 @@ def ppo_policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantag
     if dual_clip is not None:
         capped = torch.minimum(per_token, -advantages * dual_clip)
         per_token = torch.where(advantages < 0, capped, per_token)
+    if weights is not None:
+        per_token = per_token * weights.detach()
     with torch.no_grad():
         m = mask.bool()
         n = m.sum().clamp(min=1)
@@ -155,3 +160,4 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: flo
         logits = logits / temperature
     picked = torch.gather(logits, -1, targets.unsqueeze(-1)).squeeze(-1)
     return picked - torch.logsumexp(logits, dim=-1)
+

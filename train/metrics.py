@@ -30,6 +30,7 @@ def rollout_metrics(trajectories: Sequence[Trajectory], prefix: str = "") -> dic
         "tool_call_rate": sum(t.tool_calls > 0 for t in turns) / n_turns,
         "response_tokens": float(sum(len(t.response_ids) for t in turns)),
         "failed_episodes": float(sum(tr.outcome == "error" for tr in trajectories)),
+        "overlong_rate": sum(t.finish_reason == "length" for t in turns) / n_turns,
     }
     return {prefix + k: v for k, v in out.items()}
 

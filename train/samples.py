@@ -8,12 +8,15 @@ trajectories (`TurnTable.from_trajectories`: row = running turn count).
 """
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
+from agentgym.chat import ChatFormat
 from agentgym.errors import TokenMismatchError
+from agentgym.rollout import step_messages
 from agentgym.trajectory import Trajectory
 
 
@@ -117,3 +120,26 @@ def micro_batches(samples: Sequence[Sample], index: Sequence[int], size: int) ->
     """Split `index` into micro-batches of `size`, grouping similar lengths to cut padding."""
     order = sorted(index, key=lambda i: len(samples[i]))
     return [order[k:k + size] for k in range(0, len(order), size)]
+
+
+def verify_samples(chat: ChatFormat, trajectories: Sequence[Trajectory], layout: str, history_turns: int,
+                   tools: Sequence[Any] | None = None, limit: int = 0, rng: random.Random | None = None
+                   ) -> tuple[int, list[str]]:
+    """Check that each sample's prompt ids equal the tokenisation of the conversation it renders (each
+    episode's last prompt in the trajectory layout, every turn's prompt in the step layout); `limit` > 0
+    checks that many samples drawn at random. Returns (samples checked, one message per mismatch)."""
+    if layout == "trajectory":
+        units = [(t, len(t.turns) - 1) for t in trajectories if t.turns and t.turns[0].response_ids]
+    else:
+        units = [(t, k) for t in trajectories for k in range(len(t.turns)) if t.turns[k].response_ids]
+    if 0 < limit < len(units):
+        units = (rng or random.Random(0)).sample(units, limit)
+    errors = []
+    for traj, k in units:
+        messages = chat.trajectory_messages(traj, tools) if layout == "trajectory" else \
+            step_messages(chat, traj, k, history_turns, tools)
+        try:
+            chat.verify(traj.turns[k].prompt_ids, messages, tools)
+        except TokenMismatchError as exc:
+            errors.append(f"{traj.env_id} seed {traj.seed} sample {traj.sample_index} turn {k}: {exc}")
+    return len(units), errors

@@ -15,21 +15,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError, require
 from agentgym.train.config import TrainConfig
 
 
-@dataclass
+@dataclass(frozen=True)
 class Components:
-    model: Any
+    """What the trainer trains and rolls out with (torch types are not imported here: `import` stays light)."""
+
+    model: Any        # torch.nn.Module (a peft model with LoRA)
     tokenizer: Any
-    policy: Any
-    chat: Any
-    critic: Any
+    policy: Any       # agentgym Policy: shares `model` (hf) or holds its own copy (vllm)
+    chat: ChatFormat
+    critic: Any       # agentgym.train.critic.Critic | None
     ref: Any          # None, or a zero-arg callable returning a context manager that yields the reference model
-    optimizer: Any
-    scheduler: Any
-    device: Any
+    optimizer: Any    # torch.optim.Optimizer
+    scheduler: Any    # torch LR scheduler | None
+    device: Any       # torch.device
     env_id: str
     tools: list
     pad_id: int
@@ -86,7 +89,13 @@ def make_policy(config: TrainConfig, model: Any, tokenizer: Any) -> Any:
     if config.model.policy.startswith("vllm:"):
         from agentgym.policies import load_policy
 
-        return load_policy(config.model.policy)
+        lora = config.model.lora
+        # log-probs after temperature scaling, as the trainer computes them (logprob_diff and TIS compare them)
+        kwargs: dict[str, Any] = {"logprobs_mode": "processed_logprobs", "seed": config.train.seed,
+                                  "dtype": config.model.dtype}
+        if lora.enabled:  # the trainer pushes the adapter, not merged weights
+            kwargs.update(enable_lora=True, max_lora_rank=lora.r)
+        return load_policy(config.model.policy, **kwargs)
     from agentgym.policies.hf import HFPolicy
 
     return HFPolicy(model, tokenizer)
@@ -138,7 +147,6 @@ def build_components(config: TrainConfig, run_dir: Path) -> Components:
     torch = require("torch", "hf")
     env_id, tools = env_tools(config)
     model, tokenizer = load_model(config, run_dir)
-    from agentgym.chat import ChatFormat
     from agentgym.train.critic import build_critic
 
     chat = ChatFormat.from_tokenizer(tokenizer)

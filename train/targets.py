@@ -2,15 +2,17 @@
 
 A turn's advantage goes to every action token of that turn. Turn-level GAE reads the critic at the
 position just before each turn's first action token (the state acted from) and trains it there only;
-bi-level GAE reads and trains it at every action token.
+bi-level GAE reads and trains it at every action token. `TARGETS` maps each estimator name of
+`advantages.ESTIMATORS` to its builder.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from agentgym.train import advantages as A
+from agentgym.train.config import AlgorithmSection
 from agentgym.train.samples import Sample
 from agentgym.train.update import Scored, Targets
 from agentgym.trajectory import Trajectory, TurnTable
@@ -25,36 +27,106 @@ def anchor_texts(trajectories: Sequence[Trajectory]) -> list[str]:
     return [a if isinstance(a, str) else repr(a) for a in codes]
 
 
-def turn_advantages(cfg: Any, table: TurnTable, trajectories: Sequence[Trajectory]) -> np.ndarray:
+# ------------------------------------------------------------------------------ reward and loss shaping
+
+def overlong_penalties(lengths: np.ndarray, max_tokens: int, buffer: int, penalty: float) -> np.ndarray:
+    """DAPO's soft overlong punishment: 0 up to `max_tokens - buffer` tokens, then rising linearly to
+    `penalty` at `max_tokens` (with buffer 0: `penalty` exactly for responses cut at the limit)."""
+    start = max_tokens - buffer
+    ramp = (np.asarray(lengths, dtype=np.float64) - start) / max(buffer, 1)
+    return penalty * np.clip(np.where(np.asarray(lengths) >= max_tokens, 1.0, ramp), 0.0, 1.0)
+
+
+def turn_column(trajectories: Sequence[Trajectory], fn: Callable[[Any], Any]) -> np.ndarray:
+    """One value per turn in `TurnTable.from_trajectories` row order."""
+    return np.array([fn(k) for t in trajectories for k in t.turns])
+
+
+def shape_rewards(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory], max_tokens: int
+                  ) -> TurnTable:
+    """The table with overlong penalties subtracted from turn rewards (algorithm.overlong=penalty)."""
+    if cfg.overlong != "penalty" or not len(table):
+        return table
+    lengths = turn_column(trajectories, lambda k: len(k.response_ids))
+    reward = table.reward - overlong_penalties(lengths, max_tokens, cfg.overlong_buffer, cfg.overlong_penalty)
+    return TurnTable(table.group, table.traj, table.turn, table.anchor, reward, table.valid, table.terminated)
+
+
+def _reward_penalty(cfg: AlgorithmSection) -> float:
+    return cfg.invalid_penalty if cfg.invalid_penalty_mode == "reward" else 0.0
+
+
+def _advantage_penalty(cfg: AlgorithmSection, table: TurnTable) -> np.ndarray:
+    """Per-turn penalty subtracted from the offending turn's advantage only (invalid_penalty_mode=advantage)."""
+    if cfg.invalid_penalty_mode != "advantage" or not cfg.invalid_penalty:
+        return np.zeros(len(table))
+    return cfg.invalid_penalty * (~table.valid)
+
+
+def truncated_is_weights(trainer_logprobs: np.ndarray, sampler_logprobs: np.ndarray, mask: np.ndarray,
+                         cap: float) -> np.ndarray:
+    """min(π_trainer / π_sampler, cap) per position (1 off `mask` and where the sampler gave no log-prob):
+    truncated importance sampling for a sampler whose kernels or precision differ from the trainer's."""
+    known = mask & np.isfinite(sampler_logprobs)
+    diff = np.where(known, trainer_logprobs - np.nan_to_num(sampler_logprobs), 0.0)
+    return np.exp(np.minimum(diff, np.log(cap)))
+
+
+def _loss_extras(cfg: AlgorithmSection, samples: Sequence[Sample], scored: Scored, overlong: np.ndarray | None
+                 ) -> dict[str, list[np.ndarray] | None]:
+    """The actor-loss mask (overlong=mask) and the TIS weights of each sample."""
+    extras: dict[str, list[np.ndarray] | None] = {"loss_mask": None, "is_weights": None}
+    if cfg.overlong == "mask" and overlong is not None:
+        extras["loss_mask"] = [((s.row[1:] >= 0) & ~overlong[np.maximum(s.row[1:], 0)]).astype(np.float64)
+                               for s in samples]
+    if cfg.tis_cap is not None:
+        extras["is_weights"] = [truncated_is_weights(o, s.rollout_logprobs[1:], s.row[1:] >= 0, cfg.tis_cap)
+                                for o, s in zip(scored.old_logprobs, samples)]
+    return extras
+
+
+def whiten(advantages: list[np.ndarray], segs: list[np.ndarray]) -> list[np.ndarray]:
+    """Advantages normalised to mean 0, std 1 over all action positions of the batch."""
+    values = np.concatenate([a[r >= 0] for a, r in zip(advantages, segs)]) if advantages else np.zeros(0)
+    if values.size < 2:
+        return advantages
+    mean, std = values.mean(), values.std()
+    return [np.where(r >= 0, (a - mean) / (std + 1e-8), 0.0) for a, r in zip(advantages, segs)]
+
+
+# ------------------------------------------------------------------------------ critic-free estimators
+
+def _gigpo(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory], penalty: float
+           ) -> np.ndarray:
+    texts = anchor_texts(trajectories) if cfg.similarity is not None else None
+    return A.gigpo(table, cfg.gamma, cfg.step_weight, cfg.norm, cfg.eps, episode_stats=cfg.episode_stats,
+                   anchor_text=texts, similarity=cfg.similarity, invalid_penalty=penalty)
+
+
+TURN_ESTIMATORS: dict[str, Callable[[AlgorithmSection, TurnTable, Sequence[Trajectory], float], np.ndarray]] = {
+    "gigpo": _gigpo,
+    "grpo": lambda cfg, table, _, penalty: A.grpo(table, cfg.norm, cfg.eps, episode_stats=cfg.episode_stats,
+                                                  invalid_penalty=penalty),
+    "rloo": lambda cfg, table, _, penalty: A.rloo(table, invalid_penalty=penalty),
+    "reinforce_pp": lambda cfg, table, _, penalty: A.reinforce_pp(table, cfg.gamma, eps=cfg.eps,
+                                                                  invalid_penalty=penalty),
+}
+
+
+def turn_advantages(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory]) -> np.ndarray:
     """Per-turn advantages of the critic-free estimators."""
-    e, kw = cfg.estimator, {"invalid_penalty": cfg.invalid_penalty}
-    if e == "gigpo":
-        texts = anchor_texts(trajectories) if cfg.similarity is not None else None
-        return A.gigpo(table, cfg.gamma, cfg.step_weight, cfg.norm, cfg.eps, episode_stats=cfg.episode_stats,
-                       anchor_text=texts, similarity=cfg.similarity, **kw)
-    if e == "grpo":
-        return A.grpo(table, cfg.norm, cfg.eps, episode_stats=cfg.episode_stats, **kw)
-    if e == "rloo":
-        return A.rloo(table, **kw)
-    if e == "reinforce_pp":
-        return A.reinforce_pp(table, cfg.gamma, eps=cfg.eps, **kw)
-    raise ValueError(f"{e} needs a critic; use build_targets")
+    if cfg.estimator not in TURN_ESTIMATORS:
+        raise ValueError(f"{cfg.estimator} needs a critic; use build_targets")
+    adv = TURN_ESTIMATORS[cfg.estimator](cfg, table, trajectories, _reward_penalty(cfg))
+    return adv - _advantage_penalty(cfg, table)
 
 
-def _segments(samples: Sequence[Sample]) -> list[np.ndarray]:
-    return [s.row[1:].copy() for s in samples]
+# ------------------------------------------------------------------------------ builders
 
-
-def build_targets(cfg: Any, table: TurnTable, trajectories: Sequence[Trajectory], samples: Sequence[Sample],
-                  scored: Scored) -> Targets:
-    segs = _segments(samples)
-    if cfg.estimator == "turn_gae":
-        return _turn_gae_targets(cfg, table, segs, scored)
-    if cfg.estimator == "bi_level_gae":
-        return _bi_level_targets(cfg, table, segs, scored)
+def _critic_free_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory],
+                         segs: list[np.ndarray], scored: Scored, final_values: np.ndarray | None) -> Targets:
     adv_turn = turn_advantages(cfg, table, trajectories)
-    advantages = [np.where(r >= 0, adv_turn[np.maximum(r, 0)], 0.0) for r in segs]
-    return Targets(advantages, None, None, segs)
+    return Targets([np.where(r >= 0, adv_turn[np.maximum(r, 0)], 0.0) for r in segs], None, None, segs)
 
 
 def _first_positions(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -64,12 +136,14 @@ def _first_positions(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return turns, pos[first]
 
 
-def _turn_gae_targets(cfg: Any, table: TurnTable, segs: list[np.ndarray], scored: Scored) -> Targets:
+def _turn_gae_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory],
+                      segs: list[np.ndarray], scored: Scored, final_values: np.ndarray | None) -> Targets:
     values = np.zeros(len(table))
     for rows, v in zip(segs, scored.old_values):
         turns, first = _first_positions(rows)
         values[turns] = v[first]
-    adv, ret = A.turn_gae(table, values, cfg.gamma, cfg.lam, cfg.invalid_penalty)
+    adv, ret = A.turn_gae(table, values, cfg.gamma, cfg.lam, _reward_penalty(cfg), final_values)
+    adv = adv - _advantage_penalty(cfg, table)
     advantages, returns, vmask = [], [], []
     for rows in segs:
         advantages.append(np.where(rows >= 0, adv[np.maximum(rows, 0)], 0.0))
@@ -78,18 +152,20 @@ def _turn_gae_targets(cfg: Any, table: TurnTable, segs: list[np.ndarray], scored
         r[first], m[first] = ret[turns], 1.0
         returns.append(r)
         vmask.append(m)
-    return Targets(advantages, returns, vmask, segs)
+    return Targets(whiten(advantages, segs) if cfg.whiten_advantages else advantages, returns, vmask, segs)
 
 
-def _bi_level_targets(cfg: Any, table: TurnTable, segs: list[np.ndarray], scored: Scored) -> Targets:
+def _bi_level_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory],
+                      segs: list[np.ndarray], scored: Scored, final_values: np.ndarray | None) -> Targets:
     where = [np.flatnonzero(rows >= 0) for rows in segs]
     token_row = np.concatenate([rows[w] for rows, w in zip(segs, where)]) if segs else np.zeros(0, np.int64)
     token_val = np.concatenate([v[w] for v, w in zip(scored.old_values, where)]) if segs else np.zeros(0)
     order = np.argsort(token_row, kind="stable")  # table rows are (traj, turn) ordered; positions stay in order
     adv_sorted, ret_sorted = A.bi_level_gae(table, token_row[order], token_val[order], cfg.gamma, cfg.lam,
-                                            cfg.lam_token, cfg.invalid_penalty)
+                                            cfg.lam_token, _reward_penalty(cfg), final_values)
     adv_flat, ret_flat = np.empty(len(order)), np.empty(len(order))
     adv_flat[order], ret_flat[order] = adv_sorted, ret_sorted
+    adv_flat -= _advantage_penalty(cfg, table)[token_row] if len(token_row) else 0.0
     advantages, returns, vmask, k = [], [], [], 0
     for rows, w in zip(segs, where):
         a, r, m = np.zeros(len(rows)), np.zeros(len(rows)), np.zeros(len(rows))
@@ -98,4 +174,22 @@ def _bi_level_targets(cfg: Any, table: TurnTable, segs: list[np.ndarray], scored
         advantages.append(a)
         returns.append(r)
         vmask.append(m)
-    return Targets(advantages, returns, vmask, segs)
+    return Targets(whiten(advantages, segs) if cfg.whiten_advantages else advantages, returns, vmask, segs)
+
+
+TARGETS: dict[str, Callable[..., Targets]] = {
+    **{name: _critic_free_targets for name in TURN_ESTIMATORS},
+    "turn_gae": _turn_gae_targets,
+    "bi_level_gae": _bi_level_targets,
+}
+
+
+def build_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory],
+                  samples: Sequence[Sample], scored: Scored, final_values: np.ndarray | None = None) -> Targets:
+    """Per-sample targets of `cfg.estimator`; `final_values` (per table row) bootstraps GAE after a
+    trajectory's last turn when it was cut off rather than terminated."""
+    segs = [s.row[1:].copy() for s in samples]
+    targets = TARGETS[cfg.estimator](cfg, table, trajectories, segs, scored, final_values)
+    overlong = turn_column(trajectories, lambda k: k.finish_reason == "length").astype(bool)
+    extras = _loss_extras(cfg, samples, scored, overlong)
+    return Targets(targets.advantages, targets.returns, targets.value_mask, segs, **extras)

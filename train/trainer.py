@@ -10,15 +10,27 @@ and targets.py, the gradient steps in update.py, the files in checkpoint.py and 
 from __future__ import annotations
 
 import copy
+import json
 import random
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import torch
 
-from agentgym.errors import require
+from agentgym.errors import TokenMismatchError
+from agentgym.policies.base import SamplingParams
+from agentgym.rollout import RolloutConfig, next_prompt_ids, rollout
+from agentgym.train import checkpoint as ck
+from agentgym.train.advantages import last_rows
 from agentgym.train.config import TrainConfig
+from agentgym.train.metrics import MetricsWriter, rollout_metrics, write_rollouts
+from agentgym.train.samples import Sample, build_samples, verify_samples
+from agentgym.train.setup import build_components
+from agentgym.train.targets import build_targets, shape_rewards
+from agentgym.train.update import Scored, Targets, ppo_update, score, state_values
 from agentgym.trajectory import Trajectory, TurnTable
 
 
@@ -33,7 +45,6 @@ def train(config: TrainConfig) -> Path:
 
 
 def seed_everything(seed: int) -> None:
-    torch = require("torch", "hf")
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -57,57 +68,60 @@ def keep_varied_groups(trajectories: Sequence[Trajectory]) -> tuple[list[list[Tr
     return kept, len(groups) - len(kept)
 
 
+def drop_failed(trajectories: Sequence[Trajectory], min_group: int) -> tuple[list[Trajectory], dict[str, float]]:
+    """Trajectories minus failed episodes (env exception, timeout, policy error: not the agent's doing, so
+    no signal to learn from) and minus groups left with fewer than `min_group` members."""
+    ok = [t for t in trajectories if t.outcome != "error"]
+    sizes: dict[int, int] = {}
+    for t in ok:
+        sizes[t.group_id] = sizes.get(t.group_id, 0) + 1
+    kept = [t for t in ok if sizes[t.group_id] >= min_group]
+    return kept, {"failed_dropped": float(len(trajectories) - len(ok)),
+                  "groups_dropped_after_failures": float(sum(n < min_group for n in sizes.values()))}
+
+
 class Trainer:
     def __init__(self, config: TrainConfig):
-        from agentgym.train.setup import build_components
-
         self.cfg = config
         self.run_dir = Path(config.train.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         seed_everything(config.train.seed)
         if config.train.torch_threads:
-            require("torch", "hf").set_num_threads(config.train.torch_threads)
-        c = build_components(config, self.run_dir)
+            torch.set_num_threads(config.train.torch_threads)
+        self.c = c = build_components(config, self.run_dir)
         self.model, self.tokenizer, self.policy, self.chat = c.model, c.tokenizer, c.policy, c.chat
         self.critic, self.ref, self.optimizer, self.scheduler = c.critic, c.ref, c.optimizer, c.scheduler
         self.device, self.env_id, self.tools, self.pad_id = c.device, c.env_id, c.tools, c.pad_id
         self.iteration = 0
         self.next_seed = config.rollout.seed_start
         self._resume()
-        from agentgym.train.checkpoint import write_json
-        from agentgym.train.metrics import MetricsWriter
-
-        write_json(self.run_dir / "config.json", config.to_dict())
+        ck.write_json(self.run_dir / "config.json", config.to_dict())
         lg = config.logging
         self.writer = MetricsWriter(self.run_dir, config.train.iterations, self.iteration, lg.tensorboard, lg.wandb,
                                     lg.wandb_project, config.to_dict(), lg.progress)
 
     # ------------------------------------------------------------------ rollouts
-    def _rollout_config(self, max_turns: int | None, temperature: float, seed: int | None) -> Any:
-        from agentgym.policies.base import SamplingParams
-        from agentgym.rollout import RolloutConfig
-
+    def _rollout_config(self, max_turns: int | None, temperature: float, seed: int | None) -> RolloutConfig:
         r = self.cfg.rollout
         sampling = SamplingParams(temperature=temperature, top_p=r.top_p if temperature > 0 else 1.0,
                                   max_tokens=r.max_new_tokens, stop=tuple(getattr(self.chat, "stop_strings", ())),
                                   seed=seed)
         return RolloutConfig(max_turns=max_turns, layout=r.layout, history_turns=r.history_turns,
                              max_context_tokens=r.max_context_tokens, max_observation_tokens=r.max_observation_tokens,
-                             sampling=sampling, executor=r.executor, env_workers=r.env_workers)
+                             sampling=sampling, executor=r.executor, env_workers=r.env_workers, keep_task=r.keep_task)
 
-    def _rollout(self, seeds: list[int], group_size: int, config: Any, split: str) -> list[Trajectory]:
-        from agentgym.rollout import rollout
-
+    def _rollout(self, seeds: list[int], group_size: int, config: RolloutConfig, split: str) -> list[Trajectory]:
         return rollout(self.env_id, self.policy, self.chat, seeds, group_size, config,
                        env_kwargs=dict(self.cfg.rollout.env_kwargs) or None, start_group_id=seeds[0],
                        reset_options={"split": split})
 
     def collect(self, iteration: int) -> tuple[list[Trajectory], list[Trajectory], dict[str, float]]:
-        """(training batch, the first round's rollouts for metrics, dynamic-sampling stats)."""
+        """(training batch, the first round's rollouts for metrics, stats of what was dropped)."""
         r, a = self.cfg.rollout, self.cfg.algorithm
         config = self._rollout_config(turn_cap(self.cfg, iteration), r.temperature, self.cfg.train.seed)
         kept: list[list[Trajectory]] = []
         first: list[Trajectory] = []
+        stats = {"failed_dropped": 0.0, "groups_dropped_after_failures": 0.0}
         dropped, rounds = 0, 0
         while True:
             need = r.groups - len(kept)
@@ -115,77 +129,96 @@ class Trainer:
             self.next_seed += need
             trajs = self._rollout(seeds, r.group_size, config, "train")
             first = first or trajs
+            trajs, failed = drop_failed(trajs, min(2, r.group_size))
+            stats = {k: stats[k] + failed[k] for k in stats}
             if not a.dynamic_sampling:
-                return trajs, first, {}
+                return trajs, first, stats
             varied, n_dropped = keep_varied_groups(trajs)
             kept += varied
             dropped += n_dropped
             rounds += 1
             if len(kept) >= r.groups or rounds > a.max_refill_rounds:
                 break
-        batch = [t for g in kept[:r.groups] for t in g] or first
-        return batch, first, {"groups_kept": float(min(len(kept), r.groups)), "groups_dropped": float(dropped),
+        batch = [t for g in kept[:r.groups] for t in g] or drop_failed(first, 1)[0]
+        return batch, first, {**stats, "groups_kept": float(min(len(kept), r.groups)), "groups_dropped": float(dropped),
                               "refill_rounds": float(rounds - 1)}
 
-    def verify_tokens(self, trajectories: Sequence[Trajectory]) -> None:
-        """Rollout token ids must equal the tokenisation of the rendered conversation (fails loudly)."""
-        for t in trajectories:
-            if not t.turns or not t.turns[0].response_ids:
-                continue
-            if self.cfg.rollout.layout == "trajectory":
-                self.chat.verify_trajectory(t, self.tools)
-            else:
-                messages = self.chat.initial_messages(t.system_prompt, t.turns[0].observation, self.tools)
-                self.chat.verify(t.turns[0].prompt_ids, messages, self.tools)
-            return
+    def verify_tokens(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
+        """Rollout token ids must equal the tokenisation of the rendered conversation: every sample (or
+        train.verify_samples drawn at random, late turns included); any mismatch fails loudly."""
+        r, n = self.cfg.rollout, self.cfg.train.verify_samples
+        rng = random.Random(self.cfg.train.seed * 7_919 + self.iteration)
+        checked, errors = verify_samples(self.chat, trajectories, r.layout, r.history_turns, self.tools, n, rng)
+        if errors:
+            raise TokenMismatchError(f"{len(errors)} of {checked} verified samples do not match the chat template's "
+                                     f"tokenisation; the first: {errors[0]}")
+        return {"verified_samples": float(checked), "token_mismatches": 0.0}
 
     # ------------------------------------------------------------------ one iteration
     def step(self) -> dict[str, Any]:
-        from agentgym.train.metrics import rollout_metrics, write_rollouts
-        from agentgym.train.samples import build_samples
-        from agentgym.train.targets import build_targets
-        from agentgym.train.update import ppo_update, score
-
         it, cfg = self.iteration, self.cfg
         t0 = time.perf_counter()
-        batch, first, ds_stats = self.collect(it)
+        batch, first, drop_stats = self.collect(it)
         t1 = time.perf_counter()
         write_rollouts(self.run_dir, it, first)
+        metrics: dict[str, Any] = {**rollout_metrics(first), **drop_stats, "max_turns": turn_cap(cfg, it) or 0}
         if cfg.train.verify_tokens:
-            self.verify_tokens(batch)
+            metrics.update(self.verify_tokens(batch))
         samples = build_samples(batch, cfg.rollout.layout)
-        metrics: dict[str, Any] = {**rollout_metrics(first), **ds_stats, "max_turns": turn_cap(cfg, it) or 0}
         if samples:
-            table = TurnTable.from_trajectories(batch)
-            temp = cfg.rollout.temperature
-            scored = score(self.model, self.critic, self.ref, samples, cfg.train.micro_batch_size, self.device, temp,
-                           self.pad_id)
-            targets = build_targets(cfg.algorithm, table, batch, samples, scored)
-            stats = ppo_update(self.model, self.critic, self.optimizer, self.scheduler, samples, scored, targets,
-                               cfg.algorithm, cfg.train, cfg.optim.max_grad_norm, temp, self.pad_id, self.device,
-                               shuffle_seed=cfg.train.seed * 1_000_003 + it)
+            self._sleep_rollout_engine()
+            table = shape_rewards(cfg.algorithm, TurnTable.from_trajectories(batch), batch, cfg.rollout.max_new_tokens)
+            scored = score(self.c, samples, cfg)
+            final = self._final_values(batch, table) if self.critic is not None else None
+            targets = build_targets(cfg.algorithm, table, batch, samples, scored, final)
+            stats = ppo_update(self.c, samples, scored, targets, cfg, shuffle_seed=cfg.train.seed * 1_000_003 + it)
             self._push_weights()
             metrics.update(stats.as_metrics())
-            metrics.update(_batch_stats(samples, scored, targets))
+            metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.tis_cap))
         t2 = time.perf_counter()
         metrics.update(_timing(first, t1 - t0, t2 - t1, sum(len(s) for s in samples)))
         metrics.update(_gpu_memory(self.device))
         self.iteration += 1
         return metrics
 
+    def _final_values(self, batch: Sequence[Trajectory], table: TurnTable) -> np.ndarray:
+        """Per table row: the critic's value of the state after a trajectory's last turn where the episode
+        was cut off (GAE bootstraps there), 0 elsewhere."""
+        r, final = self.cfg.rollout, np.zeros(len(table))
+        cut = np.flatnonzero(last_rows(table) & ~table.terminated)
+        prompts = [next_prompt_ids(self.chat, batch[table.traj[i]], r.layout, r.history_turns, self.tools) for i in cut]
+        final[cut] = state_values(self.c, prompts, self.cfg)
+        return final
+
+    def _separate_policy(self) -> bool:
+        return getattr(self.policy, "model", None) is not self.model
+
+    def _sleep_rollout_engine(self) -> None:
+        """Free the rollout engine's KV cache (vLLM sleep mode) while the trainer needs the GPU."""
+        level = self.cfg.rollout.sleep_level
+        if level and self._separate_policy() and callable(getattr(self.policy, "sleep", None)):
+            self.policy.sleep(level=level)
+
     def _push_weights(self) -> None:
-        """Send new weights to the rollout policy unless it generates with the trained module itself."""
-        if getattr(self.policy, "model", None) is self.model:
+        """Send new weights to the rollout policy unless it generates with the trained module itself.
+        A LoRA model sends just its adapter where the policy takes one (vLLM's LoRARequest)."""
+        if not self._separate_policy():
             return
         model = self.model
+        if hasattr(model, "peft_config") and callable(getattr(self.policy, "update_adapter", None)):
+            target = self.run_dir / "rollout-adapter" / f"iteration-{self.iteration}"
+            model.save_pretrained(target)
+            self.policy.update_adapter(str(target))
+            for old in target.parent.iterdir():  # the engine has loaded the previous one already
+                if old != target:
+                    shutil.rmtree(old, ignore_errors=True)
+            return
         if hasattr(model, "peft_config"):
             model = copy.deepcopy(model).merge_and_unload()
         self.policy.update_weights(model.state_dict())
 
     def evaluate(self) -> dict[str, float]:
         """Success on held-out seeds (group size 1, eval.temperature; 0 = greedy)."""
-        from agentgym.train.metrics import rollout_metrics
-
         e = self.cfg.eval
         seeds = list(range(e.seed_start, e.seed_start + e.seeds))
         config = self._rollout_config(turn_cap(self.cfg, self.iteration), e.temperature, self.cfg.train.seed)
@@ -204,16 +237,13 @@ class Trainer:
                 self.save()
 
     def save(self) -> Path:
-        from agentgym.train.checkpoint import save_checkpoint
-
         state = {"optimizer": self.optimizer.state_dict(), "next_seed": self.next_seed,
                  "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                  "critic": self.critic.state_dict() if self.critic is not None else None}
-        return save_checkpoint(self.run_dir, self.iteration, self.model, self.tokenizer, state, self.cfg.checkpoint.keep)
+        return ck.save_checkpoint(self.run_dir, self.iteration, self.model, self.tokenizer, state,
+                                  self.cfg.checkpoint.keep)
 
     def _resume(self) -> None:
-        from agentgym.train import checkpoint as ck
-
         ckpt = ck.find_checkpoint(self.cfg.checkpoint.resume, self.run_dir)
         if ckpt is None:
             return
@@ -228,18 +258,17 @@ class Trainer:
         self.iteration, self.next_seed = int(state["iteration"]), int(state["next_seed"])
         _truncate_metrics(self.run_dir / "metrics.jsonl", self.iteration)
         _truncate_metrics(self.run_dir / "rollouts.jsonl", self.iteration)
+        self._push_weights()  # a rollout engine with its own copy still holds the initial weights
 
     def close(self) -> None:
         self.writer.close()
         close = getattr(self.policy, "close", None)
-        if callable(close) and getattr(self.policy, "model", None) is not self.model:
+        if callable(close) and self._separate_policy():
             close()
 
 
 def _truncate_metrics(path: Path, iteration: int) -> None:
     """Drop records of iterations at or after `iteration` (they are about to be redone)."""
-    import json
-
     if path.exists():
         lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
         path.write_text("".join(ln + "\n" for ln in lines if json.loads(ln).get("iteration", -1) < iteration))
@@ -249,20 +278,30 @@ def _gpu_memory(device: Any) -> dict[str, float]:
     """Peak GPU memory so far (GiB) when training on CUDA."""
     if getattr(device, "type", "") != "cuda":
         return {}
-    import torch
-
     return {"gpu/peak_memory_gib": torch.cuda.max_memory_allocated(device) / 2**30}
 
 
-def _batch_stats(samples: Sequence[Any], scored: Any, targets: Any) -> dict[str, float]:
-    """Advantage spread and how far the sampler's logprobs are from the trainer's (token consistency)."""
+def batch_stats(samples: Sequence[Sample], scored: Scored, targets: Targets, tis_cap: float | None = None
+                ) -> dict[str, float]:
+    """Advantage spread; how far the sampler's log-probs are from the trainer's (both at the sampling
+    temperature), the truncated importance weights and overlong masking."""
     masks = [s.mask[1:] for s in samples]
     adv = np.concatenate([a[m] for a, m in zip(targets.advantages, masks)]) if samples else np.zeros(0)
     diff = np.concatenate([np.abs(o[m] - s.rollout_logprobs[1:][m]) for o, s, m
                            in zip(scored.old_logprobs, samples, masks)]) if samples else np.zeros(0)
-    return {"advantage_mean": float(adv.mean()) if adv.size else 0.0,
-            "advantage_std": float(adv.std()) if adv.size else 0.0,
-            "logprob_diff": float(diff.mean()) if diff.size else 0.0, "samples": float(len(samples))}
+    diff = diff[np.isfinite(diff)]  # a sampler may not report some log-probs (NaN)
+    out = {"advantage_mean": float(adv.mean()) if adv.size else 0.0,
+           "advantage_std": float(adv.std()) if adv.size else 0.0,
+           "logprob_diff": float(diff.mean()) if diff.size else 0.0,
+           "logprob_diff_max": float(diff.max()) if diff.size else 0.0, "samples": float(len(samples))}
+    if targets.is_weights is not None and adv.size:
+        w = np.concatenate([w[m] for w, m in zip(targets.is_weights, masks)])
+        out.update({"tis/weight_mean": float(w.mean()), "tis/weight_min": float(w.min()),
+                    "tis/capped_fraction": float(np.mean(w >= (tis_cap or np.inf) * (1 - 1e-9)))})
+    if targets.loss_mask is not None:
+        out["overlong/masked_tokens"] = float(sum(float((m & (lm == 0)).sum())
+                                                  for m, lm in zip(masks, targets.loss_mask)))
+    return out
 
 
 def _timing(trajs: Sequence[Trajectory], rollout_s: float, train_s: float, train_tokens: int) -> dict[str, float]:

@@ -14,7 +14,9 @@ import numpy as np
 import torch
 
 from agentgym.train import losses as L
+from agentgym.train.config import AlgorithmSection, TrainConfig
 from agentgym.train.samples import Sample, collate, micro_batches
+from agentgym.train.setup import Components
 
 
 @dataclass(frozen=True)
@@ -107,15 +109,14 @@ class Scored:
 
 
 @torch.no_grad()
-def score(model: Any, critic: Any, ref: Any, samples: Sequence[Sample], micro: int, device: torch.device,
-          temperature: float, pad_id: int) -> Scored:
+def score(c: Components, samples: Sequence[Sample], cfg: TrainConfig) -> Scored:
     """Old log-probs (recomputed by the trained model), reference log-probs and old values."""
-    n = len(samples)
+    n, ref, temperature = len(samples), c.ref, cfg.rollout.temperature
     old: list[Any] = [None] * n
     refs: list[Any] | None = [None] * n if ref is not None else None
-    vals: list[Any] | None = [None] * n if critic is not None else None
-    for index in micro_batches(samples, range(n), micro):
-        f = forward(model, critic, samples, index, device, temperature, pad_id)
+    vals: list[Any] | None = [None] * n if c.critic is not None else None
+    for index in micro_batches(samples, range(n), cfg.train.micro_batch_size):
+        f = forward(c.model, c.critic, samples, index, c.device, temperature, c.pad_id)
         for i, a in zip(index, _unpad(f.logprobs, samples, index)):
             old[i] = a
         if vals is not None:
@@ -123,10 +124,21 @@ def score(model: Any, critic: Any, ref: Any, samples: Sequence[Sample], micro: i
                 vals[i] = a
         if refs is not None:
             with ref() as ref_model:
-                r = forward(ref_model, None, samples, index, device, temperature, pad_id)
+                r = forward(ref_model, None, samples, index, c.device, temperature, c.pad_id)
             for i, a in zip(index, _unpad(r.logprobs, samples, index)):
                 refs[i] = a
     return Scored(old, refs, vals)
+
+
+def state_values(c: Components, prompts: Sequence[Sequence[int]], cfg: TrainConfig) -> np.ndarray:
+    """The critic's value of the state each prompt ends in (read where a next action would start)."""
+    if not prompts:
+        return np.zeros(0)
+    # one padding token after the prompt puts the prompt's last position inside the shifted arrays
+    samples = [Sample(np.asarray([*p, c.pad_id], dtype=np.int64), np.full(len(p) + 1, -1, dtype=np.int64),
+                      np.zeros(len(p) + 1)) for p in prompts]
+    scored = score(Components(**{**vars(c), "ref": None}), samples, cfg)
+    return np.array([v[len(p) - 1] for v, p in zip(scored.old_values, prompts)])
 
 
 def _pad(arrays: Sequence[np.ndarray], index: Sequence[int], width: int, device: torch.device) -> torch.Tensor:
@@ -144,6 +156,8 @@ class Targets:
     returns: list[np.ndarray] | None
     value_mask: list[np.ndarray] | None
     segments: list[np.ndarray]      # turn id (table row) of each position, for turn-level ratios
+    loss_mask: list[np.ndarray] | None = None   # 0 where the actor loss skips an action token (overlong)
+    is_weights: list[np.ndarray] | None = None  # truncated importance weights trainer/sampler per token
 
 
 @dataclass
@@ -155,6 +169,7 @@ class UpdateStats:
     approx_kl: float = 0.0
     clip_fraction: float = 0.0
     grad_norm: float = 0.0
+    critic_grad_norm: float = 0.0
     steps: int = 0
     micro: int = 0
 
@@ -162,28 +177,40 @@ class UpdateStats:
         m = max(self.micro, 1)
         return {"policy_loss": self.policy_loss, "value_loss": self.value_loss, "entropy": self.entropy / m,
                 "kl": self.kl / m, "approx_kl": self.approx_kl / m, "clip_fraction": self.clip_fraction / m,
-                "grad_norm": self.grad_norm / max(self.steps, 1), "optimizer_steps": float(self.steps)}
+                "grad_norm": self.grad_norm / max(self.steps, 1),
+                "critic_grad_norm": self.critic_grad_norm / max(self.steps, 1), "optimizer_steps": float(self.steps)}
 
 
-def _denom(samples: Sequence[Sample], index: Sequence[int], agg: str) -> float:
+def _denom(samples: Sequence[Sample], index: Sequence[int], agg: str, targets: Targets) -> float:
     if agg == "token-mean":
+        if targets.loss_mask is not None:
+            return float(max(sum(float(targets.loss_mask[i].sum()) for i in index), 1.0))
         return float(max(sum(int(samples[i].mask[1:].sum()) for i in index), 1))
     if agg == "seq-mean-token-sum-norm":
         return float(len(index) * max(len(samples[i]) - 1 for i in index))
     return float(len(index))
 
 
-def micro_loss(cfg: Any, f: Forward, index: Sequence[int], scored: Scored, targets: Targets,
-               denoms: tuple[float, float], device: torch.device, stats: UpdateStats) -> torch.Tensor:
+def value_clip_range(cfg: AlgorithmSection, targets: Targets) -> float | None:
+    """algorithm.value_clip, in units of the value targets' spread when value_clip_scale=returns_std."""
+    if cfg.value_clip is None or cfg.value_clip_scale == "absolute" or not targets.returns:
+        return cfg.value_clip
+    masked = np.concatenate([r[m > 0] for r, m in zip(targets.returns, targets.value_mask)])
+    return cfg.value_clip * max(float(masked.std()) if masked.size > 1 else 1.0, 1e-3)
+
+
+def micro_loss(cfg: AlgorithmSection, f: Forward, index: Sequence[int], scored: Scored, targets: Targets,
+               denoms: tuple[float, float], value_clip: float | None, stats: UpdateStats) -> torch.Tensor:
     """The loss of one micro-batch, scaled so micro-batch losses add up to the mini-batch loss."""
     denom, vden = denoms
     width = f.logprobs.shape[1]
-    pad = lambda arrays: _pad(arrays, index, width, device)  # noqa: E731
+    pad = lambda arrays: _pad(arrays, index, width, f.logprobs.device)  # noqa: E731
     adv, old = pad(targets.advantages), pad(scored.old_logprobs)
     seg = pad(targets.segments).long().clamp(min=0)
-    out = L.ppo_policy_loss(f.logprobs, old, adv, f.mask, clip_low=cfg.clip_low, clip_high=cfg.clip_high,
+    actor_mask = f.mask if targets.loss_mask is None else f.mask * pad(targets.loss_mask)
+    out = L.ppo_policy_loss(f.logprobs, old, adv, actor_mask, clip_low=cfg.clip_low, clip_high=cfg.clip_high,
                             dual_clip=cfg.dual_clip, ratio_level=cfg.ratio_level, segments=seg, agg=cfg.loss_agg,
-                            denom=denom)
+                            denom=denom, weights=None if targets.is_weights is None else pad(targets.is_weights))
     loss = out.loss
     stats.policy_loss += out.loss.item()
     stats.clip_fraction += out.clip_fraction
@@ -201,39 +228,39 @@ def micro_loss(cfg: Any, f: Forward, index: Sequence[int], scored: Scored, targe
             loss = loss - cfg.entropy_coef * L.aggregate(ent, f.mask, cfg.loss_agg, denom)
     if f.values is not None and targets.returns is not None:
         vmask = pad(targets.value_mask)
-        v = L.value_loss(f.values, pad(scored.old_values), pad(targets.returns), vmask, cfg.value_clip, "token-mean",
-                         vden)
+        v = L.value_loss(f.values, pad(scored.old_values), pad(targets.returns), vmask, value_clip, "token-mean", vden)
         loss = loss + cfg.value_coef * v
         stats.value_loss += v.item()
     stats.micro += 1
     return loss
 
 
-def ppo_update(model: Any, critic: Any, optimizer: Any, scheduler: Any, samples: Sequence[Sample], scored: Scored,
-               targets: Targets, cfg: Any, train_cfg: Any, max_grad_norm: float, temperature: float, pad_id: int,
-               device: torch.device, shuffle_seed: int) -> UpdateStats:
+def ppo_update(c: Components, samples: Sequence[Sample], scored: Scored, targets: Targets, cfg: TrainConfig,
+               shuffle_seed: int) -> UpdateStats:
     """`ppo_epochs` passes; each splits the batch into `mini_batches` optimizer steps, each accumulating
-    gradients over micro-batches of `micro_batch_size` samples."""
-    stats = UpdateStats()
+    gradients over micro-batches of `micro_batch_size` samples. Policy and critic gradients are clipped
+    separately (a critic's large early errors must not shrink the policy's step)."""
+    stats, algo, tc, optim = UpdateStats(), cfg.algorithm, cfg.train, cfg.optim
     rng = np.random.default_rng(shuffle_seed)  # its own stream: resume reproduces the same order
-    params = [p for p in model.parameters() if p.requires_grad]
-    if critic is not None:
-        params += [p for p in critic.parameters() if p.requires_grad]
-    want_entropy = True
-    for _ in range(train_cfg.ppo_epochs):
+    actor = [p for p in c.model.parameters() if p.requires_grad]
+    critic = [p for p in c.critic.parameters() if p.requires_grad] if c.critic is not None else []
+    critic_norm = optim.critic_max_grad_norm if optim.critic_max_grad_norm is not None else optim.max_grad_norm
+    value_clip = value_clip_range(algo, targets)
+    for _ in range(tc.ppo_epochs):
         order = rng.permutation(len(samples))
-        for mini in np.array_split(order, min(train_cfg.mini_batches, len(samples))):
+        for mini in np.array_split(order, min(tc.mini_batches, len(samples))):
             stats.policy_loss = stats.value_loss = 0.0  # report the last mini-batch's losses
-            denom = _denom(samples, mini, cfg.loss_agg)
+            denom = _denom(samples, mini, algo.loss_agg, targets)
             vden = max(sum(float(targets.value_mask[i].sum()) for i in mini), 1.0) if targets.value_mask else 1.0
-            optimizer.zero_grad(set_to_none=True)
-            for index in micro_batches(samples, mini.tolist(), train_cfg.micro_batch_size):
-                f = forward(model, critic, samples, index, device, temperature, pad_id, want_entropy)
-                micro_loss(cfg, f, index, scored, targets, (denom, vden), device, stats).backward()
-            norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
-            stats.grad_norm += float(norm)
-            optimizer.step()
-            if scheduler is not None:
-                scheduler.step()
+            c.optimizer.zero_grad(set_to_none=True)
+            for index in micro_batches(samples, mini.tolist(), tc.micro_batch_size):
+                f = forward(c.model, c.critic, samples, index, c.device, cfg.rollout.temperature, c.pad_id, True)
+                micro_loss(algo, f, index, scored, targets, (denom, vden), value_clip, stats).backward()
+            stats.grad_norm += float(torch.nn.utils.clip_grad_norm_(actor, optim.max_grad_norm))
+            if critic:
+                stats.critic_grad_norm += float(torch.nn.utils.clip_grad_norm_(critic, critic_norm))
+            c.optimizer.step()
+            if c.scheduler is not None:
+                c.scheduler.step()
             stats.steps += 1
     return stats

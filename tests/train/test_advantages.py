@@ -89,9 +89,10 @@ def test_rloo_worked_example():
 
 def test_reinforce_pp_worked_example():
     t = table([(0, 0, 0, "a", 0.0), (0, 0, 1, "b", 1.0), (0, 1, 0, "a", 0.0)])
-    # gamma .5: returns-to-go traj0 (.5, 1), traj1 (0); group baseline mean(1, 0) = .5 -> x = (0, .5, -.5)
-    # batch whitening: mean 0, unbiased std .5 -> (0, 1, -1)
-    np.testing.assert_allclose(adv.reinforce_pp(t, gamma=0.5, eps=0.0), [0.0, 1.0, -1.0], atol=1e-12)
+    # gamma .5: returns-to-go traj0 (.5, 1), traj1 (0); group mean(1, 0) = .5, discounted by the turns left
+    # like the returns: baselines (.25, .5, .5) -> x = (.25, .5, -.5); then batch whitening
+    x = np.array([0.25, 0.5, -0.5])
+    np.testing.assert_allclose(adv.reinforce_pp(t, gamma=0.5, eps=0.0), (x - x.mean()) / x.std(ddof=1), atol=1e-12)
     # no baseline, gamma 1: x = (1, 1, 0) -> (.57735, .57735, -1.1547)
     np.testing.assert_allclose(adv.reinforce_pp(t, baseline="none", eps=0.0),
                                [1 / 3 / S3, 1 / 3 / S3, -2 / 3 / S3], atol=1e-12)
@@ -198,3 +199,12 @@ def test_bad_modes_raise():
         adv.gigpo(t, mode="std")
     with pytest.raises(ValueError, match="episode_stats"):
         adv.grpo(t, episode_stats="group")
+
+
+def test_reinforce_pp_long_successful_episode_is_above_its_baseline():
+    """50 turns, success (1) on the last, against a failed episode: every turn of the successful one gets a
+    positive advantage. An undiscounted group baseline (0.5) subtracted from returns-to-go discounted over 49
+    turns (0.95^49 = 0.08) made its early turns negative."""
+    rows = [(0, 0, k, f"s{k}", float(k == 49)) for k in range(50)] + [(0, 1, k, f"f{k}", 0.0) for k in range(50)]
+    a = adv.reinforce_pp(table(rows), gamma=0.95)
+    assert (a[:50] > 0).all() and (a[50:] < 0).all()

@@ -24,8 +24,35 @@ def small_config(run_dir: Path, *extra: str):
     return load_config("toy_learning", [f"train.run_dir={run_dir}", *SMALL, *extra])
 
 
-@pytest.mark.parametrize("extra", [[], ["model.lora.enabled=true", "model.lora.target_modules=[q_proj, v_proj]"]])
-def test_kill_and_resume_gives_the_same_next_iteration(tmp_path: Path, extra):
+def _separate_policy(monkeypatch, recorder: list | None = None):
+    """Rollouts from an HF policy holding its own copy of the weights, as a vLLM engine does."""
+    import copy
+
+    from agentgym.policies.hf import HFPolicy
+    from agentgym.train import setup
+
+    class Separate(HFPolicy):
+        def generate(self, requests):
+            if recorder is not None and (not recorder or recorder[-1] != "generate"):
+                recorder.append("generate")
+            return super().generate(requests)
+
+        def sleep(self, level=1):
+            recorder is not None and recorder.append(f"sleep {level}")
+
+        def update_weights(self, state_dict):
+            recorder is not None and recorder.append("update_weights")
+            super().update_weights(state_dict)
+
+    monkeypatch.setattr(setup, "make_policy", lambda cfg, model, tok: Separate(copy.deepcopy(model), tok))
+
+
+@pytest.mark.parametrize("extra", [[], ["model.lora.enabled=true", "model.lora.target_modules=[q_proj, v_proj]"],
+                                   ["separate-rollout-policy"]])
+def test_kill_and_resume_gives_the_same_next_iteration(tmp_path: Path, extra, monkeypatch):
+    if extra == ["separate-rollout-policy"]:  # resume must push the restored weights to it
+        _separate_policy(monkeypatch)
+        extra = []
     full = train(small_config(tmp_path / "full", "train.iterations=3", *extra))
     # "killed" after iteration 2: a run that stops there, then a fresh trainer resuming from its checkpoint
     part = tmp_path / "part"
@@ -60,13 +87,22 @@ def test_checkpoint_model_loads_as_a_policy(tmp_path: Path):
      "algorithm.turn_cap_schedule=[[0, 2]]", "rollout.layout=trajectory"],
     ["algorithm.estimator=reinforce_pp", "model.lora.enabled=true", "model.lora.target_modules=[q_proj, v_proj]",
      "algorithm.kl_coef=0.05", "algorithm.dual_clip=3"],
+    ["algorithm.tis_cap=2", "algorithm.overlong=mask", "algorithm.invalid_penalty=0.1",
+     "algorithm.invalid_penalty_mode=advantage", "train.verify_samples=5"],
+    ["algorithm.estimator=turn_gae", "model.critic=separate", "rollout.max_turns=2", "algorithm.whiten_advantages=true",
+     "algorithm.value_clip_scale=returns_std", "optim.critic_max_grad_norm=0.5", "algorithm.overlong=penalty"],
 ])
 def test_every_estimator_and_option_runs_an_iteration(tmp_path: Path, extra):
     run = train(small_config(tmp_path / "r", "train.iterations=1", *extra))
     [m] = read_metrics(run)
     assert m["samples"] > 0 and m["grad_norm"] >= 0 and m["logprob_diff"] < 1e-3
+    assert m["verified_samples"] == (5 if "train.verify_samples=5" in extra else m["samples"])
     if any(e.startswith("model.critic=") for e in extra):
-        assert m["value_loss"] > 0
+        assert m["value_loss"] > 0 and m["critic_grad_norm"] > 0
+    if "algorithm.tis_cap=2" in extra:  # the sampler is the trained model itself: weights 1
+        assert m["tis/weight_mean"] == pytest.approx(1.0, abs=1e-3)
+        # max_new_tokens=1: every one-word response is cut at the limit, so every action token is masked
+        assert m["overlong_rate"] == 1.0 and m["overlong/masked_tokens"] == m["samples"]
     if "logging.tensorboard=true" in extra:
         assert list((run / "tensorboard").glob("events.*"))
     if "algorithm.turn_cap_schedule=[[0, 2]]" in extra:
@@ -85,6 +121,11 @@ def test_cli_prints_resolved_config():
                            "algorithm.estimator=grpo"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "estimator: grpo" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "agentgym.cli", "train", "--print-config", "household_gpu_vllm"],
+                          capture_output=True, text=True, timeout=60)
+    for line in ("success_reward: 10.0", "invalid_penalty_mode: advantage", "tis_cap: 2.0", "overlong: penalty",
+                 "keep_task: true", "sleep_level: 1", "verify_samples: 0"):
+        assert line in proc.stdout, line
 
 
 @pytest.mark.slow
@@ -102,15 +143,12 @@ def test_tiny_model_learns_the_toy_env(tmp_path: Path, estimator, iterations):
 
 
 def test_weights_are_pushed_to_a_separate_rollout_policy(tmp_path: Path, monkeypatch):
-    """A rollout engine that holds its own copy of the weights (as vLLM does) gets the new ones each iteration."""
-    import copy
-
+    """A rollout engine that holds its own copy of the weights (as vLLM does) gets the new ones each iteration,
+    and sleeps (frees its KV cache) while the trainer updates."""
     import torch
 
-    from agentgym.policies.hf import HFPolicy
-    from agentgym.train import setup
-
-    monkeypatch.setattr(setup, "make_policy", lambda cfg, model, tok: HFPolicy(copy.deepcopy(model), tok))
+    calls: list[str] = []
+    _separate_policy(monkeypatch, calls)
     trainer = Trainer(small_config(tmp_path, "train.iterations=1"))
     try:
         assert trainer.policy.model is not trainer.model
@@ -119,5 +157,54 @@ def test_weights_are_pushed_to_a_separate_rollout_policy(tmp_path: Path, monkeyp
         after, trained = trainer.policy.model.state_dict(), trainer.model.state_dict()
         assert any(not torch.equal(before[k], after[k]) for k in after)
         assert all(torch.equal(after[k], trained[k]) for k in after)
+        assert calls == ["generate", "sleep 1", "update_weights"]
     finally:
         trainer.close()
+
+
+def test_failed_episodes_are_not_trained_on(tmp_path: Path):
+    import dataclasses
+
+    trainer = Trainer(small_config(tmp_path, "train.iterations=1"))
+    rollout = trainer._rollout
+
+    def with_a_failure(*args, **kwargs):
+        trajs = rollout(*args, **kwargs)
+        return [dataclasses.replace(trajs[0], end_reason="failed", error="env crashed"), *trajs[1:]]
+
+    trainer._rollout = with_a_failure
+    try:
+        batch, first, stats = trainer.collect(0)
+        assert len(first) == 8 and len(batch) == 7 and all(t.end_reason != "failed" for t in batch)
+        assert stats["failed_dropped"] == 1.0
+        m = trainer.step()
+        assert m["failed_dropped"] == 1.0 and m["failed_episodes"] == 1.0
+    finally:
+        trainer.close()
+
+
+def test_lora_pushes_the_adapter_to_a_policy_that_takes_one(tmp_path: Path, monkeypatch):
+    """With LoRA, an engine that serves adapters (vLLM's LoRARequest) gets the saved adapter, not a merged copy."""
+    from agentgym.policies.hf import HFPolicy
+    from agentgym.train import setup
+
+    pushed: list[str] = []
+
+    class AdapterEngine(HFPolicy):
+        def update_adapter(self, path):
+            pushed.append(path)
+
+        def update_weights(self, state_dict):
+            raise AssertionError("a LoRA run must not merge and push full weights")
+
+    def make(cfg, model, tok):
+        policy = AdapterEngine(model, tok)
+        policy.model = object()  # generates through `model` but counts as a separate engine
+        policy.generate = lambda requests, _p=HFPolicy(model, tok): _p.generate(requests)
+        return policy
+
+    monkeypatch.setattr(setup, "make_policy", make)
+    train(small_config(tmp_path, "train.iterations=2", "model.lora.enabled=true",
+                       "model.lora.target_modules=[q_proj, v_proj]"))
+    assert [Path(p).name for p in pushed] == ["iteration-0", "iteration-1"]
+    assert (Path(pushed[-1]) / "adapter_model.safetensors").exists() and not Path(pushed[0]).exists()
