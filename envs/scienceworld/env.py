@@ -235,7 +235,8 @@ class ScienceWorldEnv(TextEnv):
             except simulator_errors():
                 return []
         gold = self._gold or []
-        if gold[: len(self._history)] != self._history:
+        # the history holds commands as sent (lower-cased by command_text); gold paths say "substance B"
+        if [command_text(g) for g in gold[: len(self._history)]] != self._history:
             return []
         return gold[len(self._history):]
 
