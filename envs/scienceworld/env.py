@@ -7,7 +7,8 @@ score (0-100, times `score_scale`); success is a completed task with score 100; 
 simulator's valid action-object combinations (`valid_actions=True`, ~85 ms a step on one core; switch
 them off for speed). The anchor is the simulator's state: room, inventory and score. The oracle
 follows the simulator's gold action sequence, generated on first use (the simulator is deterministic,
-so it reloads the variation with the gold path and replays the episode so far).
+so it reloads the variation with the gold path and replays the episode so far; not for the two
+mendelian-genetics tasks, whose random pollination a replay need not repeat).
 """
 from __future__ import annotations
 
@@ -17,12 +18,13 @@ from typing import Any
 
 from agentgym.core import TextEnv, make_info
 from agentgym.envs.scienceworld.simulator import Simulator, simulator_errors
-from agentgym.envs.scienceworld.tasks import TASK_NAMES
+from agentgym.envs.scienceworld.tasks import NO_REPLAYABLE_GOLD_PATH, TASK_NAMES
 from agentgym.errors import ConfigError
 from agentgym.tools import extract_tag
 
 MAX_COMMAND_CHARS = 300
 _INVALID = ("No known action matches that input.", "Unknown action.")
+_AMBIGUOUS = "Ambiguous request"
 SPLITS = {"train": "train", "dev": "dev", "valid": "dev", "validation": "dev", "val": "dev",
           "test": "test", "test_unseen": "test", "eval": "test"}
 SIMPLIFICATIONS = ("easy", "teleportAction", "selfWateringFlowerPots", "openContainers", "openDoors",
@@ -63,6 +65,7 @@ class ScienceWorldEnv(TextEnv):
         self._score, self._done = 0, True
         self._cached: tuple[list[str], str] | None = None  # (admissible actions, anchor) of the current state
         self._templates: list[str] | None = None
+        self._awaiting_choice = False  # the simulator asked "Ambiguous request: ... enter the number"
         self.task_id = ""
 
     @property
@@ -136,7 +139,7 @@ class ScienceWorldEnv(TextEnv):
         server.reset()
         look = str(server.step("look around"))
         self._variation, self._history, self._score, self._done = variation, [], 0, False
-        self._cached = None
+        self._cached, self._awaiting_choice = None, False
         self.task_id = f"scienceworld/{self.task}/{variation}"
         obs = f"{server.freeActionTaskDesc()}\n\n{look}".strip()
         return self._finish(obs, make_info(task_id=self.task_id, variation=variation))
@@ -165,6 +168,7 @@ class ScienceWorldEnv(TextEnv):
         valid = not text.startswith(_INVALID)
         if valid:
             self._history.append(command)
+            self._awaiting_choice = text.startswith(_AMBIGUOUS)
         else:
             text = self._invalid_hint(command, text)
         delta, self._score = score - self._score, score
@@ -227,18 +231,14 @@ class ScienceWorldEnv(TextEnv):
     # ------------------------------------------------------------------ oracle
     def oracle_plan(self) -> list[str]:
         """The rest of the gold path while the agent has followed it, else []."""
-        if self._done or self._variation is None:
+        if self._done or self._variation is None or self.task in NO_REPLAYABLE_GOLD_PATH:
             return []
         if self._gold is None:
             try:
                 self._reload_with_gold_path()
             except simulator_errors():
                 return []
-        gold = self._gold or []
-        # the history holds commands as sent (lower-cased by command_text); gold paths say "substance B"
-        if [command_text(g) for g in gold[: len(self._history)]] != self._history:
-            return []
-        return gold[len(self._history):]
+        return _remaining(self._history, [command_text(g) for g in self._gold or []], self._awaiting_choice)
 
     def _reload_with_gold_path(self) -> None:
         """Load the variation again with its gold path and replay this episode's accepted commands."""
@@ -247,7 +247,7 @@ class ScienceWorldEnv(TextEnv):
         server.reset()
         server.step("look around")
         for command in self._history:
-            server.step(command)
+            self._awaiting_choice = str(server.step(command)).startswith(_AMBIGUOUS)
 
     def oracle_action(self) -> str | None:
         plan = self.oracle_plan()
@@ -257,6 +257,22 @@ class ScienceWorldEnv(TextEnv):
         if self._variation is None:
             return None
         return f"{getattr(self, '_last_obs', '')}\n\n[{self.task_id} score {self._score}/100]"
+
+
+def _remaining(history: list[str], gold: list[str], awaiting_choice: bool) -> list[str]:
+    """The gold path after the commands played so far, or [] once they left it. Gold paths hold the
+    number answering an "Ambiguous request" where generating them met one; replaying does not always
+    meet the same question, so an unasked-for number is skipped."""
+    i = 0
+    for command in history:
+        while i < len(gold) and gold[i] != command and gold[i].isdigit():
+            i += 1
+        if i >= len(gold) or gold[i] != command:
+            return []
+        i += 1
+    while not awaiting_choice and i < len(gold) and gold[i].isdigit():
+        i += 1
+    return gold[i:]
 
 
 _SPACES = re.compile(r"\s+")

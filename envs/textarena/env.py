@@ -233,5 +233,6 @@ def move_text(action: Any) -> str:
         return ""
     # a short ASCII bare move is bracketed as TextArena's ActionFormattingWrapper does; prose is not, since
     # lenient parsers (2048 reads any word "a"/"w"/"s"/"d" inside brackets) would find a move in it
-    short = len(text) <= MAX_BARE_MOVE_CHARS and "\n" not in text and text.isascii()
+    # ... and a bare reply without a letter ("3", "0:") is not taken for a move: the rules ask for [3]
+    short = len(text) <= MAX_BARE_MOVE_CHARS and "\n" not in text and text.isascii() and re.search("[A-Za-z]", text)
     return f"[{text}]" if "[" not in text and short else text

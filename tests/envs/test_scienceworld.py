@@ -236,3 +236,21 @@ def test_bad_config_says_how_to_fix_it():
         ScienceWorldEnv(split="holdout")
     with pytest.raises(ConfigError, match="openDoors"):
         ScienceWorldEnv(simplifications="fastForward")
+
+
+def test_gold_path_remainder_skips_choices_the_replay_did_not_ask_for():
+    from agentgym.envs.scienceworld.env import _remaining
+
+    gold = ["open door to kitchen", "pick up pot", "0", "go to kitchen"]
+    assert _remaining([], gold, False) == gold
+    assert _remaining(["open door to kitchen", "pick up pot"], gold, False) == ["go to kitchen"]
+    assert _remaining(["open door to kitchen", "pick up pot"], gold, True) == ["0", "go to kitchen"]
+    assert _remaining(["open door to kitchen", "pick up pot", "0"], gold, False) == ["go to kitchen"]
+    assert _remaining(["open door to kitchen", "pick up pot", "go to kitchen"], gold, False) == []
+    assert _remaining(["look around"], gold, False) == []
+
+
+def test_no_oracle_where_the_gold_path_does_not_replay(env):
+    use_task(env, "mendelian-genetics-known-plant")
+    env.reset(seed=0)
+    assert env.oracle_action() is None

@@ -102,7 +102,8 @@ def test_invalid_moves_get_the_games_reason_and_a_second_one_forfeits():
 
 
 def test_replies_become_moves():
-    assert move_text("up") == "[up]"
+    assert move_text("up") == "[up]" and move_text("A C") == "[A C]"
+    assert move_text("3") == "3"  # no letter: not taken for a bracketed move (the rules ask for [3])
     assert move_text("Let me think. <action>[A C]</action>") == "[A C]"
     assert move_text("I move [A C] now") == "I move [A C] now"
     assert move_text("") == "" and move_text("[]") == "" and move_text("\ud800") == ""
