@@ -30,24 +30,22 @@ SINGLE_PLAYER: tuple[str, ...] = (
     "TowerOfHanoi-v0-hardcore", "TowerOfHanoi-v0-extreme",
 )
 TWO_PLAYER: tuple[str, ...] = (
-    "Alquerque-v0", "Battleship-v0", "Battleship-v0-standard", "Battleship-v0-large", "Battleship-v0-extreme",
-    "Breakthrough-v0-tiny", "Breakthrough-v0-small", "Breakthrough-v0", "Breakthrough-v0-large",
-    "Breakthrough-v0-blind", "Breakthrough-v0-long", "Briscola-v0", "Chopsticks-v0", "Chopsticks-v0-medium",
-    "Chopsticks-v0-long", "ColonelBlotto-v0-small", "ColonelBlotto-v0", "ColonelBlotto-v0-large",
-    "ColonelBlotto-v0-extreme", "ConnectFour-v0", "ConnectFour-v0-blind", "ConnectFour-v0-large", "Crusade-v0",
-    "GameOfPureStrategy-v0", "GermanWhist-v0", "Golf-v0", "Golf-v0-medium", "HighSociety-v0", "IndianPoker-v0-short",
-    "IndianPoker-v0", "IndianPoker-v0-medium", "IndianPoker-v0-long", "IndianPoker-v0-extreme",
-    "IteratedMatchingPennies-v0", "IteratedRockPaperScissors-v0", "IteratedTwoThirdsAverage-v0", "KuhnPoker-v0",
-    "KuhnPoker-v0-short", "KuhnPoker-v0-medium", "KuhnPoker-v0-long", "KuhnPoker-v0-extreme", "LinesOfAction-v0",
-    "MemoryGame-v0", "MemoryGame-v0-medium", "MemoryGame-v0-hard", "Nim-v0", "Nim-v0-medium", "Nim-v0-large",
-    "Othello-v0-tiny", "Othello-v0-small", "Othello-v0", "Othello-v0-big", "Othello-v0-huge", "Othello-v0-hard",
-    "PigDice-v0", "PigDice-v0-short", "PigDice-v0-long", "PigDice-v0-50", "PigDice-v0-100", "PigDice-v0-150",
-    "PigDice-v0-200", "PigDice-v0-250", "PigDice-v0-300", "PigDice-v0-350", "PigDice-v0-400", "PigDice-v0-450",
-    "PigDice-v0-500", "SimpleTak-v0", "SimpleTak-v0-medium", "SimpleTak-v0-large", "SimpleTak-v0-extreme", "Tak-v0",
-    "Tak-v0-medium", "Tak-v0-hard", "TicTacToe-v0", "TwoDollar-v0", "UltimateTicTacToe-v0",
-    "IteratedUltimatumGame-v0", "IteratedUltimatumGame-v0-alternate", "WildTicTacToe-v0", "LiarsDice-v0-small",
-    "LiarsDice-v0", "LiarsDice-v0-large", "Poker-v0-small", "Poker-v0", "Poker-v0-long", "Poker-v0-extreme",
-    "SantoriniBaseFixed-v0", "NewRecruit-v0",
+    "Battleship-v0", "Battleship-v0-standard", "Battleship-v0-large", "Battleship-v0-extreme", "Briscola-v0",
+    "Chopsticks-v0", "Chopsticks-v0-medium", "Chopsticks-v0-long", "ColonelBlotto-v0-small", "ColonelBlotto-v0",
+    "ColonelBlotto-v0-large", "ColonelBlotto-v0-extreme", "ConnectFour-v0", "ConnectFour-v0-blind",
+    "ConnectFour-v0-large", "Crusade-v0", "GameOfPureStrategy-v0", "GermanWhist-v0", "Golf-v0", "Golf-v0-medium",
+    "HighSociety-v0", "IndianPoker-v0-short", "IndianPoker-v0", "IndianPoker-v0-medium", "IndianPoker-v0-long",
+    "IndianPoker-v0-extreme", "IteratedMatchingPennies-v0", "IteratedRockPaperScissors-v0",
+    "IteratedTwoThirdsAverage-v0", "KuhnPoker-v0", "KuhnPoker-v0-short", "KuhnPoker-v0-medium", "KuhnPoker-v0-long",
+    "KuhnPoker-v0-extreme", "Nim-v0", "Nim-v0-medium", "Nim-v0-large", "Othello-v0-tiny", "Othello-v0-small",
+    "Othello-v0", "Othello-v0-big", "Othello-v0-huge", "Othello-v0-hard", "PigDice-v0", "PigDice-v0-short",
+    "PigDice-v0-long", "PigDice-v0-50", "PigDice-v0-100", "PigDice-v0-150", "PigDice-v0-200", "PigDice-v0-250",
+    "PigDice-v0-300", "PigDice-v0-350", "PigDice-v0-400", "PigDice-v0-450", "PigDice-v0-500", "SimpleTak-v0",
+    "SimpleTak-v0-medium", "SimpleTak-v0-large", "SimpleTak-v0-extreme", "Tak-v0", "Tak-v0-medium", "Tak-v0-hard",
+    "TicTacToe-v0", "TwoDollar-v0", "UltimateTicTacToe-v0", "IteratedUltimatumGame-v0",
+    "IteratedUltimatumGame-v0-alternate", "WildTicTacToe-v0", "LiarsDice-v0-small", "LiarsDice-v0",
+    "LiarsDice-v0-large", "Poker-v0-small", "Poker-v0", "Poker-v0-long", "Poker-v0-extreme", "SantoriniBaseFixed-v0",
+    "NewRecruit-v0",
 )
 GAMES: dict[str, Game] = {**{g: Game(g, 1) for g in SINGLE_PLAYER}, **{g: Game(g, 2) for g in TWO_PLAYER}}
 _WHY_0 = "needs NLTK's 'words' corpus, downloaded at reset (no network here)"
@@ -58,6 +56,7 @@ _WHY_4 = 'free-text turns: any text is a valid message, so bad input cannot be t
 _WHY_5 = 'simultaneous moves: the game accepts any text and never flags a bad move'
 _WHY_6 = 'data files or modules missing from the wheel'
 _WHY_7 = 'crashes at reset (TextArena bug)'
+_WHY_8 = 'the game shows no legal moves, so the random opponent cannot find one and forfeits at once'
 NOT_PLAYABLE: dict[str, str] = {  # TextArena ids left out, and why (textarena 0.7.4, Python 3.11, offline)
     'Hangman-v0': _WHY_0,
     'Hangman-v0-hardcore': _WHY_0,
@@ -127,6 +126,17 @@ NOT_PLAYABLE: dict[str, str] = {  # TextArena ids left out, and why (textarena 0
     'CharacterConclave-v0': _WHY_7,
     'SecretMafia-v0': _WHY_7,
     'PublicGoodsGame-v0': _WHY_7,
+    'Alquerque-v0': _WHY_8,
+    'Breakthrough-v0-tiny': _WHY_8,
+    'Breakthrough-v0-small': _WHY_8,
+    'Breakthrough-v0': _WHY_8,
+    'Breakthrough-v0-large': _WHY_8,
+    'Breakthrough-v0-blind': _WHY_8,
+    'Breakthrough-v0-long': _WHY_8,
+    'LinesOfAction-v0': _WHY_8,
+    'MemoryGame-v0': _WHY_8,
+    'MemoryGame-v0-medium': _WHY_8,
+    'MemoryGame-v0-hard': _WHY_8,
 }
 
 

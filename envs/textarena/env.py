@@ -31,7 +31,7 @@ MAX_BARE_MOVE_CHARS = 40
 _RANDOM_LOCK = threading.RLock()  # TextArena games draw from the global `random`
 _BRACKETED = re.compile(r"\[([^\[\]\n]{1,60})\]")
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
-OPPONENT_MOVES_PER_TURN = 20  # a stuck opponent (invalid moves it cannot fix) gives up its turn loop
+OPPONENT_MOVES_PER_TURN = 20  # rejected moves the random opponent may retry in one turn
 
 
 class TextArenaEnv(TextEnv):
@@ -148,18 +148,34 @@ class TextArenaEnv(TextEnv):
         return state.current_player_id == self.agent and getattr(state, "error_count", 0) > 0
 
     def _play_opponent(self) -> None:
-        """Opponent moves until it is the agent's turn again (or the game ends)."""
-        for _ in range(OPPONENT_MOVES_PER_TURN):
-            if self._done or self._state().current_player_id == self.agent:
-                return
+        """Opponent moves until it is the agent's turn again (or the game ends). The opponent may retry
+        up to OPPONENT_MOVES_PER_TURN rejected moves a turn (random guesses are often illegal); after
+        that it plays one more bad move under the game's own allowance, which forfeits as the rules say."""
+        state = self._state()
+        allowance = getattr(state, "error_allowance", None)
+        tried: set[str] = set()
+        for attempt in range(OPPONENT_MOVES_PER_TURN + 1):
+            if self._done or state.current_player_id == self.agent:
+                break
             pid, messages = self._ta.get_observation()
-            self._opponent_seen.extend(str(m[1]) for m in messages)
-            if self._game_step(self._opponent_move()) is not None:
+            # the game's messages only: copying the agent's echoed move would be a forfeit, not a policy
+            self._opponent_seen.extend(str(m[1]) for m in messages if m[0] == -1)
+            last_try = attempt == OPPONENT_MOVES_PER_TURN
+            if allowance is not None:
+                state.error_allowance = allowance if last_try else 10**6
+            if self._game_step(self._opponent_move(tried)) is not None:
                 self._done = True  # the game broke on its own opponent's move: end it as a draw
-                return
+                break
+        if allowance is not None:
+            state.error_allowance = allowance
 
-    def _opponent_move(self) -> str:
-        return random_bracketed_move(self._opponent_seen, self._opponent_rng)
+    def _opponent_move(self, tried: set[str]) -> str:
+        for _ in range(5):  # prefer a move not yet rejected this turn
+            move = random_bracketed_move(self._opponent_seen, self._opponent_rng)
+            if move not in tried:
+                break
+        tried.add(move)
+        return move
 
     def _agent_messages(self) -> str:
         state = self._state()
