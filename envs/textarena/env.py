@@ -32,6 +32,7 @@ _RANDOM_LOCK = threading.RLock()  # TextArena games draw from the global `random
 _BRACKETED = re.compile(r"\[([^\[\]\n]{1,60})\]")
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 OPPONENT_MOVES_PER_TURN = 20  # rejected moves the random opponent may retry in one turn
+OPPONENT_MOVE_LIMIT = 1000  # opponent moves in a row before the game counts as stuck
 
 
 class TextArenaEnv(TextEnv):
@@ -148,24 +149,33 @@ class TextArenaEnv(TextEnv):
         return state.current_player_id == self.agent and getattr(state, "error_count", 0) > 0
 
     def _play_opponent(self) -> None:
-        """Opponent moves until it is the agent's turn again (or the game ends). The opponent may retry
-        up to OPPONENT_MOVES_PER_TURN rejected moves a turn (random guesses are often illegal); after
-        that it plays one more bad move under the game's own allowance, which forfeits as the rules say."""
+        """Opponent moves until it is the agent's turn again (or the game ends); some games give a player
+        several moves in a row (PigDice rolls). The opponent may retry up to OPPONENT_MOVES_PER_TURN
+        rejected moves (random guesses are often illegal); then it plays one more bad move under the
+        game's own allowance, which forfeits as the rules say. A game that never hands the turn back
+        within OPPONENT_MOVE_LIMIT moves ends as a draw."""
         state = self._state()
         allowance = getattr(state, "error_allowance", None)
         tried: set[str] = set()
-        for attempt in range(OPPONENT_MOVES_PER_TURN + 1):
+        rejected = 0
+        for _ in range(OPPONENT_MOVE_LIMIT):
             if self._done or state.current_player_id == self.agent:
                 break
             pid, messages = self._ta.get_observation()
             # the game's messages only: copying the agent's echoed move would be a forfeit, not a policy
             self._opponent_seen.extend(str(m[1]) for m in messages if m[0] == -1)
-            last_try = attempt == OPPONENT_MOVES_PER_TURN
             if allowance is not None:
-                state.error_allowance = allowance if last_try else 10**6
+                state.error_allowance = allowance if rejected >= OPPONENT_MOVES_PER_TURN else 10**6
+            errors_before = getattr(state, "error_count", 0)
             if self._game_step(self._opponent_move(tried)) is not None:
                 self._done = True  # the game broke on its own opponent's move: end it as a draw
                 break
+            if getattr(state, "error_count", 0) > errors_before:
+                rejected += 1
+            else:
+                rejected, tried = 0, set()
+        else:
+            self._done = True  # the opponent never handed the turn back: end the game as a draw
         if allowance is not None:
             state.error_allowance = allowance
 
@@ -226,7 +236,7 @@ def _outcome(reward: Any) -> float:
 def random_bracketed_move(messages: list[str], rng: random.Random) -> str:
     """A random bracketed move from the latest message that shows some (most games list or exemplify their
     moves in brackets), else a random digit in brackets."""
-    for text in reversed(messages[-10:]):
+    for text in reversed(messages):  # newest first; the rules' examples may be many messages back
         moves = [m for m in _BRACKETED.findall(text) if not m.startswith(("Player", "GAME"))]
         if moves:
             return f"[{rng.choice(moves)}]"
