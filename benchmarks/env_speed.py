@@ -1,4 +1,5 @@
-"""Environment steps per second: the household env vs. the TextWorld adapter, side by side.
+"""Environment steps per second: the household env vs. the TextWorld adapter, side by side
+(and ScienceWorld and TextArena where installed).
 
 One process, one core, admissible actions on (both envs compute their admissible list every step),
 a random-admissible policy, resets counted as part of the run. The two are measured in alternating
@@ -8,6 +9,11 @@ on its own.
 
     python benchmarks/env_speed.py                 # default: 3 rounds of ~1 s each per env
     python benchmarks/env_speed.py --rounds 5 --seconds 2
+
+ScienceWorld (its JVM, started before timing) is measured with the simulator's valid-action list on
+(`info["admissible_actions"]`, random choices from it) and off (the policy fetches the same list
+itself, off the clock, so both play the same kind of episode); TextArena with a random bracketed move from what the game
+last showed (TowerOfHanoi single-player; TicTacToe, whose steps include the random opponent's move).
 """
 from __future__ import annotations
 
@@ -66,6 +72,8 @@ def run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         print(f"textworld not installed ({exc}); measuring the household env only")
 
     rates: dict[str, list[float]] = {"household": [], "textworld": []}
+    extras = third_party_envs()
+    rates.update({name: [] for name in extras})
     rng = random.Random(0)
     for r in range(args.rounds):
         steps, secs = measure(household, args.seconds, 1000 * r, rng)
@@ -73,6 +81,9 @@ def run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         if tw is not None:
             steps, secs = measure(tw, args.seconds, 1000 * r, rng)
             rates["textworld"].append(steps / secs)
+        for name, (env, pick) in extras.items():
+            steps, secs = measure_with(env, args.seconds, 1000 * r, pick, rng)
+            rates[name].append(steps / secs)
         line = "  ".join(f"{k} {v[-1]:,.0f} steps/s" for k, v in rates.items() if v)
         print(f"round {r + 1}/{args.rounds}: {line}")
     house = statistics.median(rates["household"])
@@ -83,7 +94,72 @@ def run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         ratio = house / text
         print(f"household / textworld = {ratio:,.0f}x (target >= 100x: {'met' if ratio >= 100 else 'NOT met'})")
         tw.close()
+    for name, (env, _) in extras.items():
+        rate = statistics.median(rates[name])
+        print(f"{name + ':':<32s} {rate:>10,.1f} steps/s (median of {args.rounds} rounds; household / it = "
+              f"{house / rate:,.0f}x)")
+        env.close()
     return 0
+
+
+def measure_with(env, seconds: float, seed0: int, pick, rng: random.Random, max_turns: int = 50
+                 ) -> tuple[int, float]:
+    """As `measure`, with `pick(obs, info, rng, memo)` choosing each action (memo: per-episode scratch;
+    time a pick records in memo["excluded"] is the policy's own and not counted)."""
+    steps, start, seed, excluded = 0, time.perf_counter(), seed0, 0.0
+    while time.perf_counter() - start - excluded < seconds:
+        obs, info = env.reset(seed=seed)
+        memo: dict = {"excluded": 0.0}
+        seed += 1
+        for _ in range(max_turns):
+            obs, _, terminated, truncated, info = env.step(pick(obs, info, rng, memo))
+            steps += 1
+            if terminated or truncated:
+                break
+        excluded += memo["excluded"]
+    return steps, time.perf_counter() - start - excluded
+
+
+def third_party_envs() -> dict:
+    """ScienceWorld (valid actions on / off) and TextArena envs with their random policies, where installed."""
+    envs: dict = {}
+    try:
+        from agentgym.envs.scienceworld.env import ScienceWorldEnv
+
+        def from_list(obs, info, rng, memo):
+            return rng.choice(info["admissible_actions"])
+
+        def from_untimed_list(obs, info, rng, memo):  # the same list, fetched by the policy, off the clock
+            start = time.perf_counter()
+            actions = sorted(str(a) for a in sw_off._sim.server.getValidActionObjectCombinations())
+            memo["excluded"] += time.perf_counter() - start
+            return rng.choice(actions)
+
+        sw_on = ScienceWorldEnv(task="find-animal", valid_actions=True)
+        sw_off = ScienceWorldEnv(task="find-animal", valid_actions=False)
+        start = time.perf_counter()
+        sw_on.reset(seed=0)
+        sw_off.reset(seed=0)
+        print(f"scienceworld: started 2 JVMs and loaded a task in {time.perf_counter() - start:.1f} s "
+              "(not in the step timings)")
+        envs["scienceworld (valid actions on)"] = (sw_on, from_list)
+        envs["scienceworld (valid actions off)"] = (sw_off, from_untimed_list)
+    except ImportError as exc:
+        print(f"scienceworld not measured ({exc})")
+    try:
+        from agentgym.envs.textarena.env import TextArenaEnv, random_bracketed_move
+
+        def bracketed(obs, info, rng, memo):
+            memo.setdefault("seen", []).append(obs)
+            return random_bracketed_move(memo["seen"], rng)
+
+        for game in ("TowerOfHanoi-v0", "TicTacToe-v0"):
+            env = TextArenaEnv(game)
+            env.reset(seed=0)
+            envs[f"textarena {game}"] = (env, bracketed)
+    except ImportError as exc:
+        print(f"textarena not measured ({exc})")
+    return envs
 
 
 if __name__ == "__main__":

@@ -30,4 +30,14 @@ if [[ "${1:-}" == "--test" ]]; then
     CMAKE_ARGS="-DGGML_NATIVE=OFF" $PIP "llama-cpp-python[server]" $CONSTRAINTS
   fi
 fi
+if [[ "${1:-}" == "--test" ]]; then
+  step "ScienceWorld and TextArena env families"
+  { has_module scienceworld && has_module textarena; } || $PIP -e ".[scienceworld,textarena]" $CONSTRAINTS
+  if ! command -v java >/dev/null; then
+    step "Java runtime (ScienceWorld's simulator is a JVM program)"
+    export DEBIAN_FRONTEND=noninteractive
+    mkdir -p /usr/share/man/man1   # slim Debian images lack it and the JRE's postinst fails without it
+    apt-get update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq default-jre-headless >/dev/null
+  fi
+fi
 step "installed"
