@@ -58,6 +58,8 @@ def create_app(site: ShopSite):
             body = (await request.body())[:MAX_BODY].decode("utf-8", "replace")
             params = dict(parse_qsl(body, keep_blank_values=True))
         page = site.dispatch(request.method, request.url.path, params)
+        if request.method == "POST" and page.status == 200:   # post/redirect/get: reload and back stay safe
+            return RedirectResponse(page.path, status_code=303)
         return HTMLResponse(page.html, status_code=page.status)
 
     async def health(request: Request):

@@ -135,8 +135,8 @@ class ShopSite:
         if session is None:
             return self.error(404, "unknown or expired session; start a new episode", full)
         sid, rest = session.sid, parts[2:]
-        if session.done and rest[:1] != ["done"]:
-            return self.done_page(session, full)
+        if session.done:   # every page of a finished episode is its receipt
+            return self.done_page(session, f"/s/{sid}/done")
         q = str(params.get("q", ""))[:MAX_QUERY]
         try:
             page = max(1, int(params.get("page", 1)))
