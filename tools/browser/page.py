@@ -75,6 +75,8 @@ class BrowserPage:
     def _call(self, fn, extra_s: float = 15.0) -> Any:
         if self.closed:
             raise BrowserError("this browser page is closed")
+        if self.crashed:   # a crashed page answers no CDP call: never send one
+            raise BrowserError("the page crashed")
         try:
             return self.runtime.call(fn, self.timeout_s + extra_s)
         except BrowserError:
@@ -170,8 +172,9 @@ class BrowserPage:
         if self.closed:
             return
         self.closed = True
-        try:
-            self.runtime.call(lambda: self.context.close(), 30)
-        except Exception:   # a crashed browser has nothing left to close
-            pass
+        if not self.runtime.wedged:
+            try:
+                self.runtime.call(lambda: self.context.close(), 30)
+            except Exception:   # a crashed browser has nothing left to close
+                pass
         release_runtime(self.runtime)

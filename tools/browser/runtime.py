@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import queue
 import shutil
+import signal
 import threading
 from concurrent.futures import Future
 from typing import Any, Callable
@@ -40,6 +41,8 @@ class BrowserRuntime:
         self._queue: queue.Queue = queue.Queue()
         self._ready: Future = Future()
         self.users = 0
+        self.wedged = False       # an operation never returned (a hung renderer): the thread is lost
+        self.driver_pids: set[int] = set()
         self.thread = threading.Thread(target=self._run, name="agentgym-browser", daemon=True)
         self.thread.start()
         try:
@@ -51,8 +54,10 @@ class BrowserRuntime:
     def _run(self) -> None:
         from playwright.sync_api import sync_playwright
 
+        before = child_pids(os.getpid())
         try:
             self.playwright = sync_playwright().start()
+            self.driver_pids = child_pids(os.getpid()) - before   # Playwright's node driver
             self.browser = self.playwright.chromium.launch(executable_path=self.executable, headless=True,
                                                            args=list(CHROMIUM_ARGS))
         except BaseException as exc:  # noqa: BLE001  reported to the starting thread
@@ -81,7 +86,12 @@ class BrowserRuntime:
 
     @property
     def alive(self) -> bool:
-        return self.thread.is_alive() and self.call(lambda: self.browser.is_connected(), 10)
+        if self.wedged or not self.thread.is_alive():
+            return False
+        try:
+            return self.call(lambda: self.browser.is_connected(), 10)
+        except BrowserError:
+            return False
 
     def call(self, fn: Callable[[], Any], timeout_s: float = 60.0) -> Any:
         """Run `fn` on the browser thread and return its result (or raise its exception)."""
@@ -92,11 +102,54 @@ class BrowserRuntime:
         try:
             return future.result(timeout=timeout_s)
         except TimeoutError as exc:
+            if not future.cancel():    # it is running and stuck: nothing else can use this thread now
+                self.wedged = True
             raise BrowserError(f"browser operation timed out after {timeout_s:.0f}s") from exc
 
     def stop(self) -> None:
+        if self.wedged:
+            self.kill()
+            return
         self._queue.put(None)
         self.thread.join(timeout=30)
+        if self.thread.is_alive():
+            self.kill()
+
+    def kill(self) -> None:
+        """End the driver and every browser process under it (when the browser thread is stuck)."""
+        for pid in {p for d in self.driver_pids for p in descendant_pids(d)} | self.driver_pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _parents() -> dict[int, int]:
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    out[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
+
+
+def child_pids(pid: int) -> set[int]:
+    return {child for child, parent in _parents().items() if parent == pid}
+
+
+def descendant_pids(pid: int) -> set[int]:
+    parents = _parents()
+    out, todo = set(), [pid]
+    while todo:
+        current = todo.pop()
+        for child, parent in parents.items():
+            if parent == current and child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
 
 
 _RUNTIME: BrowserRuntime | None = None
