@@ -169,12 +169,17 @@ def load_callable(spec: str | Callable) -> Callable:
 class WebEnv(BrowserEnv):
     """Any site on loopback (or anywhere allowed): `url`, `task`, and `checker(page) -> reward` or
     `success_js`. The checker gets the `BrowserPage` (url, evaluate(js), snapshot()) after every action
-    and returns a float, a bool, or (reward, done). Requests leave only to `url`'s origin and `allow`."""
+    and returns a float, a bool, or (reward, done). Requests leave only to `url`'s origin and `allow`.
+    With no url it opens a demo support form served from the package (envs/web/demo/)."""
 
-    def __init__(self, url: str = "", task: str = "", checker: str | Callable | None = None,
+    def __init__(self, url: str | None = None, task: str = "", checker: str | Callable | None = None,
                  success_js: str | None = None, allow: Sequence[str] = (), timeout_s: float = 15.0):
         from agentgym.tools.browser.page import origin_of
 
+        if url is None:
+            from agentgym.envs.web import demo_site
+
+            url, task, success_js = demo_site.demo_url(), task or demo_site.TASK, success_js or demo_site.SUCCESS_JS
         if not url:
             raise ConfigError("agentgym/Web-v0 needs url=..., e.g. agentgym.make('agentgym/Web-v0', "
                               "url='http://127.0.0.1:8000/', task='...', success_js='...')")

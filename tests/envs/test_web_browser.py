@@ -177,6 +177,20 @@ def test_any_local_site_with_a_checker_and_blocked_requests(local_site):
     js_env.close()
 
 
+def test_demo_site_by_default():
+    env = agentgym.make("agentgym/Web-v0")
+    obs, _ = env.reset()
+    assert "Ada Lovelace" in obs and "Support desk" in obs
+    obs, reward, *_ = env.step(f"click({element(obs, 'button', 'Send')})")
+    assert reward == 0 and "Please fill in every field." in obs
+    obs, *_ = env.step(f'type({element(obs, "textbox", "Your name")}, "Ada Lovelace")')
+    obs, *_ = env.step(f'select({element(obs, "combobox", "Topic")}, "Billing")')
+    obs, *_ = env.step(f'type({element(obs, "textbox", "Message")}, "Please refund order 1234")')
+    obs, reward, terminated, _, info = env.step(f"click({element(obs, 'button', 'Send')})")
+    assert reward == 1.0 and terminated and info["success"] and "Thank you, Ada Lovelace" in obs
+    env.close()
+
+
 def test_unloadable_page_and_crash_are_failures_not_exceptions(local_site):
     env = agentgym.make("agentgym/Web-v0", url="http://127.0.0.1:9/", task="t", success_js="true", timeout_s=5)
     obs, _ = env.reset()
@@ -184,7 +198,9 @@ def test_unloadable_page_and_crash_are_failures_not_exceptions(local_site):
     assert env.step("click(1)")[4]["valid_action"] is False
     env.close()
     with pytest.raises(agentgym.errors.ConfigError, match="needs url"):
-        agentgym.make("agentgym/Web-v0", task="t", success_js="true")
+        agentgym.make("agentgym/Web-v0", url="", task="t", success_js="true")
+    with pytest.raises(agentgym.errors.ConfigError, match="needs checker"):
+        agentgym.make("agentgym/Web-v0", url="http://127.0.0.1:9/")
 
     env = agentgym.make("agentgym/Web-v0", url=local_site, task="t", success_js="false")
     obs, _ = env.reset()
