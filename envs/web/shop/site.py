@@ -7,13 +7,14 @@ independent, so concurrent episodes never share state, and the oldest are droppe
 """
 from __future__ import annotations
 
+import functools
 import math
 import secrets
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import quote_plus, urlencode
 
 from agentgym.envs.web.shop.catalog import Catalog, details, shared_catalog
 from agentgym.envs.web.shop.goals import Goal, GoalSampler, Purchase, shop_reward
@@ -60,6 +61,11 @@ def parse_options(text: str) -> dict[str, str]:
         if sep and kind and value:
             out[kind] = value
     return out
+
+
+@functools.lru_cache(maxsize=65_536)
+def _quote(text: str) -> str:
+    return quote_plus(text)
 
 
 def format_options(options: dict[str, str]) -> str:
@@ -151,7 +157,8 @@ class ShopSite:
             page = min(page, pages)
             shown = [self.catalog.by_asin[a] for a in asins[(page - 1) * self.per_page: page * self.per_page]]
             return Page(200, self.render("results.html", **{**common, "page": page}, total=len(asins),
-                                         pages=pages, products=shown), full)
+                                         pages=pages, products=shown, page_qs=urlencode({"q": q, "page": page})),
+                        full)
         product = self.catalog.by_asin.get(rest[1]) if len(rest) >= 2 else None
         if rest[:1] in (["item"], ["buy"]) and product is None:
             return self.error(404, f"no product {rest[1][:40]!r}" if len(rest) > 1 else "no product", full, sid)
@@ -159,10 +166,12 @@ class ShopSite:
         chosen = {k: v for k, v in parse_options(str(params.get("o", ""))).items() if v in allowed.get(k, ())}
         options = format_options(chosen)
         if rest[0] == "item" and len(rest) == 2 and method == "GET":
-            def with_option(kind: str, value: str) -> str:
-                return format_options({**chosen, kind: value})
-            return Page(200, self.render("item.html", **common, p=product, chosen=chosen, options=options,
-                                         tabs=TABS, with_option=with_option), full)
+            base = f"/s/{sid}/item/{product.asin}?" + urlencode({"q": q, "page": page}) + "&o="
+            option_links = [(kind, [(v, base + _quote(format_options({**chosen, kind: v})),
+                                     "true" if chosen.get(kind) == v else "false") for v in values])
+                            for kind, values in product.options]   # built here: urlencode per link is slow
+            return Page(200, self.render("item.html", **common, p=product, options=options, tabs=TABS,
+                                         option_links=option_links), full)
         if rest[0] == "item" and len(rest) == 3 and rest[2] in TABS and method == "GET":
             return Page(200, self.render("tab.html", **common, p=product, tab=rest[2], options=options,
                                          d=details(product, self.catalog.seed)), full)
