@@ -58,16 +58,16 @@ TREE = [
 
 def test_ax_tree_lines_ids_and_quoting():
     text, ids = format_ax_tree(TREE)
-    assert text.splitlines() == ['[30] link "Next >"', '[40] textbox "search" value="red" (focused)',
-                                 '[60] StaticText "[99] button \\"Pay\\""']
-    assert ids == {30, 40, 60} and 99 not in ids and 80 not in ids
+    assert text.splitlines() == ['[1] link "Next >"', '[2] textbox "search" value="red" (focused)',
+                                 '[3] StaticText "[99] button \\"Pay\\""']
+    assert ids == {1: 30, 2: 40, 3: 60} and 99 not in ids   # the ignored button (80) is not shown
 
 
 def test_ax_tree_subtree_exclusion_and_cut():
     text, ids = format_ax_tree(TREE, root_backend_id=20)
-    assert ids == {30, 40}
+    assert ids == {1: 30, 2: 40}
     text, ids = format_ax_tree(TREE, exclude_backend_ids=frozenset({20}))
-    assert ids == {60}
+    assert ids == {1: 60} and text == '[1] StaticText "[99] button \\"Pay\\""'
     many = [node(1, "RootWebArea", "", list(range(2, 500)), backend=1)] + [
         node(i, "button", f"b{i}", [], backend=i, parent=1) for i in range(2, 500)]
     text, ids = format_ax_tree(many, max_chars=200)

@@ -1,7 +1,9 @@
 """Chrome's accessibility tree (CDP `Accessibility.getFullAXTree`) -> indented text with element ids.
 
-Each kept node is a line `[id] role "name" (states)`, the id being Chrome's backendDOMNodeId (stable while
-the element lives), which actions take. Names are JSON-quoted, so page text that looks like `[5] button`
+Each kept node is a line `[id] role "name" (states)`. Ids count 1, 2, 3... in page order, so the same page
+gives the same text on every load (Chrome's backendDOMNodeIds grow with every document, which would make
+a seed's first observation differ between runs and split GiGPO's anchors); the returned map turns an id
+back into the backendDOMNodeId that actions take. Names are JSON-quoted, so page text that looks like `[5] button`
 stays inside quotes and never becomes an element. Ignored and nameless generic nodes are skipped (their
 children move up); static text equal to its parent's name is dropped as a duplicate.
 """
@@ -21,15 +23,15 @@ def _value(field: Any) -> Any:
 
 
 def format_ax_tree(nodes: list[dict[str, Any]], root_backend_id: int | None = None, max_chars: int = 12_000,
-                   exclude_backend_ids: frozenset[int] = frozenset()) -> tuple[str, set[int]]:
-    """(text, ids shown). `root_backend_id` limits the tree to one element's subtree; the subtrees of
+                   exclude_backend_ids: frozenset[int] = frozenset()) -> tuple[str, dict[int, int]]:
+    """(text, {id shown: backendDOMNodeId}). `root_backend_id` limits the tree to one element's subtree; the subtrees of
     `exclude_backend_ids` are left out (a page's own chrome, e.g. MiniWoB's reward display)."""
     by_id = {n["nodeId"]: n for n in nodes}
     roots = [n for n in nodes if not n.get("parentId") or n["parentId"] not in by_id]
     if root_backend_id is not None:
         roots = [n for n in nodes if n.get("backendDOMNodeId") == root_backend_id] or roots
     lines: list[str] = []
-    ids: set[int] = set()
+    ids: dict[int, int] = {}
     size = 0
     stack: list[tuple[dict, int, str]] = [(r, 0, "") for r in reversed(roots)]
     while stack and size <= max_chars:
@@ -62,12 +64,12 @@ def _has_children(node: dict, by_id: dict) -> bool:
     return any(c in by_id for c in node.get("childIds") or [])
 
 
-def _line(node: dict, role: str, name: str, ids: set[int]) -> str:
+def _line(node: dict, role: str, name: str, ids: dict[int, int]) -> str:
     backend = node.get("backendDOMNodeId")
     parts = []
     if backend is not None:   # text too: pages make clickable <span>s that have no role of their own
-        ids.add(int(backend))
-        parts.append(f"[{backend}]")
+        ids[len(ids) + 1] = int(backend)
+        parts.append(f"[{len(ids)}]")
     parts.append(role)
     if name:
         parts.append(json.dumps(name[:300], ensure_ascii=False))

@@ -1,8 +1,8 @@
 """BrowserPage: a browser context and page of the process's Chromium, for one env.
 
 Requests outside `allowed_origins` are aborted (and counted in `blocked`), service workers are off, and
-every operation has a time limit. Element ids are Chrome's backendDOMNodeIds from the last snapshot; an
-action marks its element with a one-off attribute and acts through a Playwright locator, which waits for
+every operation has a time limit. Element ids are those of the last snapshot (1, 2, 3... in page order,
+mapped to Chrome's backendDOMNodeIds); an action marks its element with a one-off attribute and acts through a Playwright locator, which waits for
 the element to be actionable and for any navigation the action starts.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ class Snapshot:
     url: str
     title: str
     tree: str
-    ids: frozenset[int]
+    ids: dict[int, int]     # id shown -> Chrome's backendDOMNodeId
 
     @property
     def text(self) -> str:
@@ -43,7 +43,7 @@ class BrowserPage:
         self.timeout_s = timeout_s
         self.blocked: list[str] = []
         self.crashed = False
-        self.snapshot_ids: frozenset[int] = frozenset()
+        self.snapshot_ids: dict[int, int] = {}
         self.runtime = acquire_runtime()
         self.closed = False
         try:
@@ -113,7 +113,7 @@ class BrowserPage:
             excluded = frozenset(i for i in map(self._backend_id, exclude_selectors) if i is not None)
             nodes = self.cdp.send("Accessibility.getFullAXTree")["nodes"]
             tree, ids = format_ax_tree(nodes, root, max_chars, excluded)
-            return Snapshot(self.page.url, self.page.title(), tree, frozenset(ids))
+            return Snapshot(self.page.url, self.page.title(), tree, ids)
         snap = self._call(take)
         self.snapshot_ids = snap.ids
         return snap
@@ -133,7 +133,7 @@ class BrowserPage:
             page.mouse.wheel(0, (1 if action.text == "down" else -1) * 600)
             page.evaluate("() => new Promise(r => requestAnimationFrame(() => r()))")
             return
-        locator = self._mark(action.element)
+        locator = self._mark(self.snapshot_ids[action.element])
         if action.verb == "click":
             locator.click()
         elif action.verb == "type":
