@@ -12,6 +12,7 @@ to load or a browser that crashes ends the episode as a failure. Never an except
 from __future__ import annotations
 
 import importlib
+import math
 import json
 import re
 from typing import Any, Callable, Sequence
@@ -137,7 +138,8 @@ class BrowserEnv(TextEnv):
         components = components or {}
         info = make_info(success=success, valid_action=valid, reward_components=components,
                          task_id=self.task_id(), anchor=self._anchor() if valid else None)
-        return obs, float(sum(components.values())), terminated, False, self.finish_info(obs, info)
+        reward = round(math.fsum(components.values()), 12)   # thirds and fifths of a full match sum to 1.0
+        return obs, reward, terminated, False, self.finish_info(obs, info)
 
     def close(self) -> None:
         if self.page is not None:

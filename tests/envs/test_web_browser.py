@@ -111,6 +111,32 @@ def test_text_and_browser_reach_the_same_product(shop_env):
     text.close()
 
 
+def test_envs_on_many_threads_share_one_browser_with_a_context_each(shop_env):
+    from concurrent.futures import ThreadPoolExecutor
+
+    shop_env.reset(seed=0)
+    envs = [agentgym.make("agentgym/WebShop-Browser-v0", num_products=N, split="test") for _ in range(2)]
+
+    def solve(pair):
+        env, seed = pair
+        env.reset(seed=seed)
+        for _ in range(20):
+            _, reward, terminated, _, info = env.step(env.oracle_action())
+            if terminated:
+                return reward
+        return 0.0
+
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(solve, zip(envs, (20, 21)))) == [1.0, 1.0]
+    pages = [e.unwrapped.page for e in envs]
+    assert pages[0].runtime is pages[1].runtime is shop_env.unwrapped.page.runtime
+    assert pages[0].context is not pages[1].context
+    for env in envs:
+        env.close()
+        env.close()      # twice is fine
+    assert shop_env.unwrapped.page.runtime.alive   # the module's env still holds the browser
+
+
 def test_bad_browser_actions_are_invalid(shop_env):
     obs, _ = shop_env.reset(seed=0)
     box = element(obs, "textbox")

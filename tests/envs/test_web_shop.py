@@ -176,7 +176,7 @@ def test_concurrent_http_episodes_do_not_share_state(server):
     sids = [env.sid for env in envs]
     for env in envs:
         env.close()
-    assert [httpx.get(f"{server.url}/api/sessions/{sid}").status_code for sid in sids] == [404, 404]
+    assert [httpx.get(f"{server.url}/api/sessions/{sid}", timeout=30).status_code for sid in sids] == [404, 404]
 
 
 def test_serve_shop_cli_serves_real_http(tmp_path):
@@ -191,8 +191,8 @@ def test_serve_shop_cli_serves_real_http(tmp_path):
         assert reward == 1.0
         sid = env.sid
         env.close()
-        assert httpx.get(f"{url}/api/sessions/{sid}").status_code == 404     # close() ended the session
-        assert httpx.post(f"{url}/api/sessions", content=b"junk").status_code == 400
+        assert httpx.get(f"{url}/api/sessions/{sid}", timeout=30).status_code == 404     # close() ended the session
+        assert httpx.post(f"{url}/api/sessions", content=b"junk", timeout=30).status_code == 400
     finally:
         proc.terminate()
         proc.wait(10)

@@ -99,7 +99,8 @@ def shop_reward(goal: Goal, product: Product, chosen: dict[str, str]) -> tuple[f
     n_attr = sum(a in product.attributes for a in goal.attributes)
     n_opt = sum(chosen.get(kind) == value for kind, value in goal.options)
     n_price = int(product.price <= goal.price_upper)
-    scale = r_type / (len(goal.attributes) + len(goal.options) + 1)
-    components = {"attributes": scale * n_attr, "options": scale * n_opt, "price": scale * n_price}
-    reward = scale * (n_attr + n_opt + n_price)
+    denom = len(goal.attributes) + len(goal.options) + 1
+    components = {"attributes": r_type * n_attr / denom, "options": r_type * n_opt / denom,
+                  "price": r_type * n_price / denom}
+    reward = r_type * (n_attr + n_opt + n_price) / denom   # exactly 1.0 for a full match
     return reward, components
