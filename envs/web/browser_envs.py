@@ -272,7 +272,12 @@ class WebShopBrowserEnv(BrowserEnv):
         return f"click({ids[label]})" if label in ids else None
 
     def score(self):
-        state = self.shop.state(self.sid)
+        from agentgym.envs.web.shop_env import ShopUnavailable
+
+        try:
+            state = self.shop.state(self.sid)
+        except ShopUnavailable:    # the server is gone: the episode fails
+            return {}, True, False
         if not state.get("done"):
             return {}, False, False
         reward = float(state["reward"])

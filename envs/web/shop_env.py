@@ -18,7 +18,7 @@ from agentgym.core import TextEnv, make_info
 from agentgym.envs.web.shop.goals import canonical_split
 from agentgym.envs.web.shop.site import Page, parse_options, shared_site
 from agentgym.envs.web.shop.textview import TextView, text_view
-from agentgym.errors import ConfigError
+from agentgym.errors import AgentGymError, ConfigError
 
 ACTION = re.compile(r"(search|click)\s*\[(.*?)\]", re.I | re.S)
 INSTRUCTIONS = (
@@ -28,6 +28,10 @@ INSTRUCTIONS = (
     "  click[label]         to click a button shown as [label], e.g. click[Next >] or click[B0ABC12345]\n"
     "Find a product that matches the instruction's type, attributes and price, open it, click the option "
     "values it asks for (size, color, ...), then click[Buy Now]. Your score is how well the purchase matches.")
+
+
+class ShopUnavailable(AgentGymError):
+    """The shop server did not answer (down, or too slow)."""
 
 
 class ShopTransport:
@@ -44,18 +48,27 @@ class ShopTransport:
             self.http = None
             self.site = shared_site(catalog_seed, num_products)
 
+    def _http(self, method: str, path: str, **kwargs: Any):
+        import httpx
+
+        try:
+            return self.http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ShopUnavailable(f"{self.url}: {type(exc).__name__}: {str(exc)[:200]}") from exc
+
     def new_session(self, split: str, index: int) -> dict[str, Any]:
         if self.site is not None:
             return {**self.site.new_session(split, index).state()}
-        response = self.http.post("/api/sessions", json={"split": split, "index": index})
-        response.raise_for_status()
+        response = self._http("POST", "/api/sessions", json={"split": split, "index": index})
+        if response.status_code != 200:
+            raise ShopUnavailable(f"{self.url} answered {response.status_code} to a new session: {response.text[:200]}")
         return response.json()
 
     def state(self, sid: str) -> dict[str, Any]:
         if self.site is not None:
             session = self.site.session(sid)
             return session.state() if session else {}
-        response = self.http.get(f"/api/sessions/{sid}")
+        response = self._http("GET", f"/api/sessions/{sid}")
         return response.json() if response.status_code == 200 else {}
 
     def end(self, sid: str) -> None:
@@ -63,8 +76,8 @@ class ShopTransport:
             self.site.end_session(sid)
         else:
             try:
-                self.http.delete(f"/api/sessions/{sid}")
-            except Exception:  # the server may already be gone; nothing is left to free then
+                self._http("DELETE", f"/api/sessions/{sid}")
+            except ShopUnavailable:  # the server is gone; nothing is left to free then
                 pass
 
     def request(self, method: str, url: str, fields: dict[str, str]) -> Page:
@@ -74,10 +87,10 @@ class ShopTransport:
         if self.site is not None:
             return self.site.dispatch(method, parts.path, params)
         if method == "GET":
-            response = self.http.get(parts.path, params=params)
+            response = self._http("GET", parts.path, params=params)
         else:
-            response = self.http.post(parts.path, content=urlencode(params),
-                                      headers={"content-type": "application/x-www-form-urlencoded"})
+            response = self._http("POST", parts.path, content=urlencode(params),
+                                  headers={"content-type": "application/x-www-form-urlencoded"})
         path = response.url.raw_path.decode()
         return Page(response.status_code, response.text, path)
 
@@ -153,30 +166,44 @@ class WebShopEnv(TextEnv):
             return self._invalid("No action found. Write search[query] or click[label], e.g. "
                                  + (self.view.admissible_actions()[:2] or ["click[Back to Search]"])[-1] + ".")
         verb, arg = matches[-1].group(1).lower(), " ".join(matches[-1].group(2).split())
-        if verb == "search":
-            if not self.view.search_url:
-                return self._invalid("This page has no search bar; click[Back to Search] first.")
-            if not arg or arg == "<query>":
-                return self._invalid("search[] needs a query, e.g. search[red cotton t-shirt].")
-            page = self.transport.request("GET", self.view.search_url, {"q": arg[:500]})
-        else:
-            target = self.view.clickables.get(arg.lower())
-            if target is None:
-                labels = ", ".join(c.label for c in list(self.view.clickables.values())[:12])
-                return self._invalid(f"There is no [{arg[:80]}] on this page. Clickable: {labels or 'none'}.")
-            page = self.transport.request(target.method, target.url, dict(target.fields))
+        try:
+            page = self._request(verb, arg)
+        except ShopUnavailable as exc:   # the server went away: this episode fails, the caller goes on
+            self.done = True
+            obs = f"The shop did not answer ({exc}); the episode ends."
+            self._last_obs = obs
+            return self._result(obs, valid=False, terminated=True)
+        if isinstance(page, str):
+            return self._invalid(page)
         if page.status >= 400:
             obs = self._load(page)
             return self._result(obs, valid=False)
         obs = self._load(page)
         reward, components, success = 0.0, {}, False
         if "/done" in self.path or "/buy/" in self.path:
-            state = self.transport.state(self.sid)
+            try:
+                state = self.transport.state(self.sid)
+            except ShopUnavailable:
+                state = {}
             if state.get("done"):
                 self.done = True
                 reward, components = float(state["reward"]), dict(state["components"])
                 success = reward >= 1.0 - 1e-9
         return self._result(obs, reward=reward, components=components, success=success, terminated=self.done)
+
+    def _request(self, verb: str, arg: str) -> Page | str:
+        """The page an action leads to, or why the action is not admissible here."""
+        if verb == "search":
+            if not self.view.search_url:
+                return "This page has no search bar; click[Back to Search] first."
+            if not arg or arg == "<query>":
+                return "search[] needs a query, e.g. search[red cotton t-shirt]."
+            return self.transport.request("GET", self.view.search_url, {"q": arg[:500]})
+        target = self.view.clickables.get(arg.lower())
+        if target is None:
+            labels = ", ".join(c.label for c in list(self.view.clickables.values())[:12])
+            return f"There is no [{arg[:80]}] on this page. Clickable: {labels or 'none'}."
+        return self.transport.request(target.method, target.url, dict(target.fields))
 
     def _invalid(self, message: str):
         obs = f"Invalid action. {message}"

@@ -193,6 +193,13 @@ def test_serve_shop_cli_serves_real_http(tmp_path):
         env.close()
         assert httpx.get(f"{url}/api/sessions/{sid}", timeout=30).status_code == 404     # close() ended the session
         assert httpx.post(f"{url}/api/sessions", content=b"junk", timeout=30).status_code == 400
+        env = WebShopEnv(url=url, num_products=300, timeout_s=5)
+        env.reset(seed=2)
+        proc.terminate()
+        proc.wait(10)
+        obs, reward, terminated, _, info = env.step("search[usb cable]")     # the server is gone
+        assert terminated and reward == 0 and not info["valid_action"] and "did not answer" in obs
+        env.close()
     finally:
         proc.terminate()
         proc.wait(10)
