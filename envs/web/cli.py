@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         sock.bind((args.host, args.port))
     except OSError as exc:
         raise ConfigError(f"cannot bind {args.host}:{args.port} ({exc.strerror}); pick another --port") from exc
+    sock.listen(2048)   # connections queue from now on, so the line below is true once printed
     port = sock.getsockname()[1]
     print(f"serving a shop of {len(site.catalog)} products at http://{args.host}:{port}", flush=True)
     uvicorn.Server(config).run(sockets=[sock])
