@@ -50,20 +50,6 @@ except Exception as exc:  # reported by test_discovery_works; the per-env tests 
     ALL_IDS, ENV_IDS, DISCOVERY_ERROR = [], [], exc
 
 
-def _sample_large_families(ids: list[str], over: int = 20, keep: int = 3) -> list[str]:
-    """An entry point registered under more than `over` ids (MiniWoB++: one class, 125 task pages, seconds of
-    browser each) is checked on `keep` of them, spread over the sorted ids; its family's tests cover the rest."""
-    import gymnasium as gym
-
-    groups: dict[str, list[str]] = {}
-    for env_id in ids:
-        groups.setdefault(str(gym.registry[env_id].entry_point), []).append(env_id)
-    kept = {i for g in groups.values() for i in (sorted(g)[::len(g) // keep][:keep] if len(g) > over else g)}
-    return [i for i in ids if i in kept]
-
-
-ENV_IDS = _sample_large_families(ENV_IDS)
-
 ANY_CHAR = st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=())
 PIECES = ["<tool_call>", "</tool_call>", "<answer>", "</answer>", "<action>", "</action>", "{", "}", '"name"',
           '"arguments"', "\n", " ", "look", "go to", "take", "open", "search", "submit", "answer"]
