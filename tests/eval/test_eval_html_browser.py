@@ -1,4 +1,5 @@
-"""The HTML report in headless Chromium: table there, a trajectory expands on click, no console errors."""
+"""The HTML report in headless Chromium: table there, a trajectory expands on click, no console errors, and
+the tables fit a 1400 px window (screenshots go to $AGENTGYM_SCREENSHOTS when set, to look at them)."""
 import os
 import shutil
 from pathlib import Path
