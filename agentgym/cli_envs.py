@@ -9,7 +9,8 @@ from typing import Any, TextIO
 from agentgym.errors import ConfigError
 
 PLAY_HELP = """Type an action and press Enter (one line per turn; a tool call is one line of JSON in tags).
-Commands:  :help  this text    :reset [SEED]  new episode    :oracle  show a good action (if known)
+Commands:  :help  this text    :reset [SEED]  new episode (same seed, or SEED)
+           :oracle  show a good action (if the env knows one)    :oracle!  play it
            :tools  tool schemas    :quit  leave (end of input leaves too)
 An action that starts with ':' is typed with '::' in front (`::x` sends `:x`)."""
 
@@ -165,20 +166,24 @@ class _Player:
         self.say(f"\n=== episode (seed {self.seed}) {info.get('task_id', '')}".rstrip())
         self.show(obs, info)
 
-    def show(self, obs: str, info: dict[str, Any]) -> None:
+    def show(self, obs: str, info: dict[str, Any], ended: bool = False) -> None:
         self.say(f"\n{obs}")
         admissible = info.get("admissible_actions")
-        if admissible:
+        if admissible and not ended:  # some envs still list them after the end; nothing is admissible then
             self.say(f"[admissible: {' | '.join(admissible)}]")
+
+    def over(self) -> None:
+        self.say(f"The episode is over. Type :reset to play seed {self.seed} again, :reset SEED for another "
+                 "task, or :quit.")
 
     def step(self, action: str) -> None:
         if self.done:
-            self.say("The episode is over: type :reset for a new one or :quit.")
+            self.over()
             return
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.turn += 1
         self.episode_return += float(reward)
-        self.show(obs, info)
+        self.show(obs, info, ended=terminated or truncated)
         parts = [f"reward={float(reward):g}", f"success={info.get('success')}",
                  f"valid={info.get('valid_action')}", f"turn={self.turn}"]
         if info.get("reward_components"):
@@ -187,8 +192,25 @@ class _Player:
         if terminated or truncated:
             self.done = True
             why = "terminated" if terminated else "truncated (turn limit)"
-            self.say(f"=== episode {why}: return={self.episode_return:g} success={info.get('success')}. "
-                     "Type :reset for a new episode or :quit.")
+            result = "solved" if info.get("success") else "not solved"
+            self.say(f"=== episode {why}: {result} in {self.turn} turn(s), return={self.episode_return:g} "
+                     f"success={info.get('success')}")
+            self.over()
+
+    def oracle(self, play_it: bool) -> None:
+        """`:oracle` names the oracle's action and how to play it; `:oracle!` plays it as the next turn."""
+        if self.done:
+            self.over()
+            return
+        base = self.env.unwrapped
+        hint = base.oracle_action() if hasattr(base, "oracle_action") else None
+        if hint is None:
+            self.say("this env has no oracle action here")
+        elif play_it:
+            self.say(f"(oracle plays) {hint}")
+            self.step(hint)
+        else:
+            self.say(f"oracle: {hint}\n(type it to play it, or :oracle! to let the oracle play it)")
 
     def command(self, line: str) -> bool:
         """Handle a `:command`; False means quit."""
@@ -202,9 +224,8 @@ class _Player:
                 self.say(f"usage: :reset [SEED] (SEED an integer, got {rest.strip()!r})")
             else:
                 self.reset(int(rest) if rest.strip() else None)
-        elif name == "oracle":
-            hint = self.env.unwrapped.oracle_action() if hasattr(self.env.unwrapped, "oracle_action") else None
-            self.say(f"oracle: {hint}" if hint is not None else "this env has no oracle action here")
+        elif name in ("oracle", "oracle!"):
+            self.oracle(play_it=name.endswith("!"))
         elif name == "tools":
             tools = list(getattr(self.env.unwrapped, "tools", []))
             self.say("\n".join(json.dumps(t.schema) for t in tools) or "this env has no tools")

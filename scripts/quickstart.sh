@@ -6,7 +6,7 @@
 #   4. evaluate the trained checkpoint on the same held-out tasks
 #   5. write a before/after report (HTML + markdown) and the training curves, and say where they are
 #
-#   bash scripts/quickstart.sh [RUN_DIR]        # default runs/quickstart; about 15 minutes on 2 cores
+#   bash scripts/quickstart.sh [RUN_DIR]        # default runs/quickstart; about 7 minutes on 2 cores after install
 #
 # Environment knobs: QS_EPISODES (held-out tasks per eval, default 8), QS_SPLIT (held-out split; default:
 # the preset's eval.split if the env accepts it, else test_unseen), QS_SKIP_INSTALL=1, PYTHON.

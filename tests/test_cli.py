@@ -119,8 +119,46 @@ def test_play_an_episode_to_the_end_and_quit():
     actions += ["left", ":quit", "never read"]
     out = run_cli("play", "agentgym/Toy-KeyDoor-v0", "--seed", "0", stdin="\n".join(actions) + "\n")
     assert out.returncode == 0, out.stderr
-    assert "reward=1  success=True" in out.stdout and "episode terminated: return=1 success=True" in out.stdout
+    assert "reward=1  success=True" in out.stdout and "episode terminated: solved in 5 turn(s)" in out.stdout
     assert "The episode is over" in out.stdout and "never read" not in out.stdout
+
+
+def test_play_oracle_bang_plays_the_oracle_and_a_win_shows_the_end_not_admissible_actions():
+    script = ":oracle\n" + ":oracle!\n" * 5 + ":oracle!\nleft\n:reset\n"
+    out = run_cli("play", "agentgym/Toy-KeyDoor-v0", "--seed", "0", stdin=script)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "oracle: right\n(type it to play it, or :oracle! to let the oracle play it)" in text
+    played = [line.split(") ", 1)[1] for line in text.splitlines() if line.startswith("(oracle plays) ")]
+    assert played == ["right", "take key", "right", "right", "open door"]  # the oracle's plan, played
+    assert text.count("valid=True  turn=") == 5 and "turn=6" not in text
+    end = text[text.index("You win!"):text.index("=== episode (seed 0)", text.index("You win!"))]
+    assert "[admissible:" not in end  # the env still lists actions after the win; play does not show them
+    assert "episode terminated: solved in 5 turn(s), return=1 success=True" in end
+    # after the end, an action, :oracle! and :oracle each say how to go on instead of acting
+    assert end.count("Type :reset to play seed 0 again, :reset SEED for another task, or :quit.") == 3
+    assert "You are in room 0" in text[text.index("=== episode (seed 0)", text.index("You win!")):]
+
+
+def test_play_oracle_on_an_env_without_one():
+    import io
+
+    from agentgym.cli_envs import play
+    from agentgym.core import TextEnv, make_info
+
+    class NoOracle(TextEnv):
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            return "say something", make_info()
+
+        def step(self, action):
+            return f"you said {action}", 0.0, False, False, make_info()
+
+    out = io.StringIO()
+    assert play(NoOracle(), stdin=io.StringIO(":oracle!\n:oracle\nhi\n"), out=out) == 0
+    text = out.getvalue()
+    assert text.count("this env has no oracle action here") == 2
+    assert "you said hi" in text and "turn=1" in text and "turn=2" not in text  # only "hi" was a turn
 
 
 def test_play_truncates_at_the_turn_limit_and_tool_envs():

@@ -29,7 +29,9 @@ def _add_eval(subparsers: argparse._SubParsersAction) -> None:
     what.add_argument("--env", nargs="+", default=[], metavar="ID", help="one or more env ids")
     p.add_argument("--episodes", type=int, default=10, help="tasks (seeds) per env (default 10)")
     p.add_argument("--samples", type=int, default=1, help="rollouts per task; pass@k for k <= samples (default 1)")
-    p.add_argument("--split", default="test", help="task split passed to reset (default test)")
+    p.add_argument("--split", default="test",
+                   help="task split passed to reset (default test); the report prints the split each env drew "
+                        "from (household resolves test to test_unseen)")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED,
                    help=f"first task seed; seeds are SEED..SEED+episodes-1 (default {DEFAULT_SEED}, held out "
                         "from training seeds)")

@@ -11,7 +11,7 @@ import html
 import json
 from typing import Any, Sequence
 
-from agentgym.eval.reports import TABLE_COLUMNS, comparison_rows, table_rows
+from agentgym.eval.reports import TABLE_COLUMNS, comparison_rows, detail_columns, run_line, subject, table_rows
 
 MAX_TEXT = 20_000  # characters of one observation/action shown; the JSON file keeps everything
 
@@ -19,8 +19,11 @@ CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d2330;background:#fafbfc}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}.sub{color:#5b6472;margin-bottom:16px}
 table{border-collapse:collapse;background:#fff;box-shadow:0 1px 2px #0001}.scroll{overflow-x:auto}
-th,td{padding:6px 10px;border-bottom:1px solid #e4e7eb;text-align:right;white-space:nowrap}
-th{background:#f0f2f5;font-weight:600}td:first-child,th:first-child{text-align:left}
+th,td{padding:6px 10px;border-bottom:1px solid #e4e7eb;text-align:right;vertical-align:top}
+th{background:#f0f2f5;font-weight:600;min-width:4em}td:first-child,th:first-child{text-align:left}
+td:first-child{overflow-wrap:anywhere;min-width:10em}td.num{white-space:nowrap}
+.cols>label{font-size:13px;color:#5b6472}.cols>input{margin:0 4px 6px 0}
+.cols>input:not(:checked)~.scroll .more{display:none}
 tr.total td{font-weight:600;border-top:2px solid #c9ced6}
 .controls{margin:8px 0 12px;display:flex;gap:10px;align-items:center}
 details.traj{background:#fff;border:1px solid #e4e7eb;border-radius:6px;margin:6px 0}
@@ -70,16 +73,43 @@ def _pre(text: str, cls: str = "") -> str:
     return f'<pre class="{cls}">{e(_clip(text))}</pre>'
 
 
-def render_table(results: dict[str, Any], table_id: str = "metrics") -> str:
-    head = "".join(f"<th>{e(c)}</th>" for c in TABLE_COLUMNS)
+WRAPPING_COLUMNS = frozenset({"env", "success (95% CI)", "pass@k"})  # cells that may break onto a second line
+
+
+def _cell_text(text: str, column: str) -> str:
+    """Escaped cell text that wraps only where it reads well."""
+    text = e(text)
+    if column == "env":
+        return text.replace("/", "/<wbr>")  # a long id breaks after its namespace first
+    if column == "success (95% CI)":
+        return text.replace(", ", ",&nbsp;")  # "100.0% [51.0%, 100.0%]" breaks before the interval only
+    if column == "pass@k":
+        return " / ".join(part.replace(" ", "&nbsp;") for part in text.split(" / "))  # "@2 75.0%" stays whole
+    return text
+
+
+def _cell(text: str, column: str, tag: str = "td", more: bool = False) -> str:
+    classes = (["more"] if more else []) + ([] if column in WRAPPING_COLUMNS or tag == "th" else ["num"])
+    attr = ' class="' + " ".join(classes) + '"' if classes else ""
+    return f"<{tag}{attr}>{e(text) if tag == 'th' else _cell_text(text, column)}</{tag}>"
+
+
+def render_table(results: dict[str, Any], table_id: str = "metrics", toggle_id: str = "all-columns") -> str:
+    """The per-env table; it wraps instead of scrolling sideways, and the columns `detail_columns` names
+    stay hidden (CSS only, no script) until "all columns" is ticked."""
+    detail = detail_columns(results)
+    head = "".join(_cell(c, c, "th", c in detail) for c in TABLE_COLUMNS)
     rows = table_rows(results)
     body = []
     for i, row in enumerate(rows):
         cls = ' class="total"' if len(results["envs"]) > 1 and i == len(rows) - 1 else ""
-        body.append(f"<tr{cls}>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
+        body.append(f"<tr{cls}>" + "".join(_cell(v, c, more=c in detail) for v, c in zip(row, TABLE_COLUMNS))
+                    + "</tr>")
     attr = f' id="{table_id}"' if table_id else ""
-    return (f'<div class="scroll"><table{attr}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody>'
-            '</table></div>')
+    toggle = (f'<input type="checkbox" id="{toggle_id}"><label for="{toggle_id}"> all columns (adds '
+              f'{e(", ".join(c for c in TABLE_COLUMNS if c in detail))})</label>') if detail else ""
+    return (f'<div class="cols">{toggle}<div class="scroll"><table{attr}><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table></div></div>')
 
 
 def _tool_results(info: dict[str, Any]) -> str:
@@ -147,10 +177,8 @@ def _page(title: str, body: str, script: str = "") -> str:
 
 def render_html(results: dict[str, Any]) -> str:
     run = results["run"]
-    title = f"agentgym eval: {run['policy']} on {run['suite']}"
-    sub = (f"split {run['split']} · seeds {run['seed']}..{run['seed'] + run['episodes'] - 1} · {run['samples']} "
-           f"sample(s) per task · temperature {run['temperature']} · {len(results['trajectories'])} episodes · "
-           f"wall {run['wall_s']:.1f}s" + ("" if run["complete"] else " · INCOMPLETE"))
+    title = f"agentgym eval: {run['policy']} on {subject(results)}"
+    sub = run_line(results) + ("" if run["complete"] else " · INCOMPLETE")
     env_options = "".join(f'<option value="{e(x["name"])}">{e(x["name"])}</option>' for x in results["envs"])
     controls = (f'<div class="controls"><label>env <select id="f-env"><option value="*">all</option>{env_options}'
                 '</select></label><label>outcome <select id="f-out"><option value="*">all</option>'
@@ -178,8 +206,8 @@ def render_comparison_html(named: Sequence[tuple[str, dict[str, Any]]], links: S
     body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in rows)
     runs = "".join(f'<h3>{e(name)} — <a href="{e(link)}">trajectories</a></h3>'
                    f'<div class="sub">{e(r["run"]["policy"])} · {len(r["trajectories"])} episodes · '
-                   f'wall {r["run"]["wall_s"]:.1f}s</div>{render_table(r, table_id="")}'
-                   for (name, r), link in zip(named, links))
+                   f'wall {r["run"]["wall_s"]:.1f} s</div>{render_table(r, table_id="", toggle_id=f"all-columns-{i}")}'
+                   for i, ((name, r), link) in enumerate(zip(named, links)))
     pictures = "".join(f'<h2>{e(title)}</h2><img alt="{e(title)}" style="max-width:100%" '
                        f'src="data:image/png;base64,{base64.b64encode(data).decode()}">' for title, data in images)
     return _page("agentgym comparison", f"<h1>Comparison</h1><h2>Success rate</h2><table id=\"metrics\">"

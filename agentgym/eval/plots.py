@@ -1,9 +1,11 @@
 """Training curves: success and return vs iteration from RUN_DIR/metrics.jsonl, several runs overlaid.
 
-The trainer writes one JSON object per line; the x axis is the first of `iteration`, `iter`, `step`
-present (else the line number), and each panel's metric is the first of its candidate keys present
-(flat or nested, e.g. `rollout/success` or {"rollout": {"success": ...}}). Lines that are not JSON
-objects (a run killed mid-write) are skipped.
+The trainer writes one JSON object per line. The x axis is the first of `iteration`, `iter`, `step`
+present, else the row number from 1. The trainer logs `iteration` as a 0-based index while its console,
+progress bar and checkpoints count from 1 ("iteration 1/3"; the checkpoint after three is ckpt-3), so
+curves plot `iteration + 1`: the point at x = n is the state after n iterations, as everywhere else.
+Each panel's metric is the first of its candidate keys present (flat or nested, e.g. `rollout/success`
+or {"rollout": {"success": ...}}). Lines that are not JSON objects (a run killed mid-write) are skipped.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any, Sequence
 from agentgym.errors import ConfigError, require
 
 X_KEYS = ("iteration", "iter", "step")
+X_OFFSETS = {"iteration": 1.0}  # added to the logged value: the trainer logs 0-based iteration indices
 PANELS: dict[str, tuple[str, ...]] = {
     "success": ("success", "success_rate", "rollout/success", "train/success", "rollout/success_rate",
                 "train/success_rate"),
@@ -67,7 +70,8 @@ def series(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> tuple[str | N
         y = _number(row.get(key))
         if y is None:
             continue
-        x = next((_number(row.get(k)) for k in X_KEYS if _number(row.get(k)) is not None), float(i))
+        x = next((_number(row.get(k)) + X_OFFSETS.get(k, 0.0) for k in X_KEYS if _number(row.get(k)) is not None),
+                 float(i + 1))
         xs.append(x)
         ys.append(y)
     return key, xs, ys

@@ -11,6 +11,7 @@ from agentgym.errors import ConfigError
 from agentgym.registration import SuiteEntry
 from agentgym.trajectory import Trajectory
 
+CUSTOM_SUITE = "custom"  # the suite name of `--env ID ...` runs: reports name the envs instead
 DEFAULT_SEED = 1_000_000  # held out: training draws its tasks from seeds counting up from 0 (as the trainer's eval)
 # fields that must match for a resumed run to be the same eval (episodes may grow: new seeds are added)
 IDENTITY_FIELDS = ("policy", "suite", "entries", "samples", "split", "seed", "max_turns", "temperature",
@@ -24,7 +25,7 @@ class EvalConfig:
     policy: str                              # a `load_policy` spec: hf:..., openai:URL, random, oracle, ...
     entries: tuple[SuiteEntry, ...]          # envs to run (see `suites.resolve_envs`)
     out_dir: str                             # results, reports and the resume log go here
-    suite: str = "custom"                    # name shown in reports
+    suite: str = CUSTOM_SUITE                # name shown in reports
     episodes: int = 10                       # tasks (seeds) per env
     samples: int = 1                         # rollouts per task; pass@k needs k <= samples
     split: str = "test"                      # passed to reset(options={"split": ...})
@@ -106,3 +107,6 @@ class EvalRun:
     finished: float
     ran_now: int                             # episodes computed by this call (the rest were resumed)
     paths: dict[str, str] = field(default_factory=dict)
+    # env label -> the split its tasks came from, as the env resolved `config.split` (household: test ->
+    # test_unseen); an env that does not say (reset info["split"]) is taken to use config.split as given
+    splits: dict[str, str] = field(default_factory=dict)

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 from agentgym import __version__
 from agentgym.errors import ConfigError, require
 from agentgym.eval.metrics import Metrics, compute_metrics, macro_success
-from agentgym.eval.records import EvalRun
+from agentgym.eval.records import CUSTOM_SUITE, EvalRun
 from agentgym.trajectory import json_safe
 
 SCHEMA_VERSION = 1
@@ -28,7 +28,7 @@ def build_results(run: EvalRun) -> dict[str, Any]:
         trajs = [r.trajectory for r in run.records if r.env == entry.name]
         per_env[entry.name] = compute_metrics(trajs)
         envs.append({"name": entry.name, "env_id": entry.env_id, "kwargs": json_safe(entry.kwargs),
-                     "metrics": per_env[entry.name].to_dict()})
+                     "split": run.splits.get(entry.name, cfg.split), "metrics": per_env[entry.name].to_dict()})
     pooled = compute_metrics([r.trajectory for r in run.records], [(r.env, r.trajectory.seed) for r in run.records])
     return {
         "schema_version": SCHEMA_VERSION,
@@ -79,20 +79,65 @@ def _pass_cell(m: dict[str, Any]) -> str:
 
 
 TABLE_COLUMNS = ("env", "episodes", "success (95% CI)", "pass@k", "mean return", "mean turns", "mean tokens",
-                 "invalid actions", "tool calls (errors)", "episode time s (sum)")
+                 "invalid actions", "tool calls (errors)", "s / episode")
 
 
 def metric_row(name: str, m: dict[str, Any]) -> list[str]:
-    """One table row's cells, shared by the markdown and HTML tables."""
+    """One table row's cells, shared by the markdown and HTML tables. The time is the mean of each episode's
+    own wall time: episodes run side by side (--workers), so their sum says nothing about the eval's wall."""
     return [name, str(m["episodes"]), _success_cell(m), _pass_cell(m), f"{m['mean_return']:.3f}",
             f"{m['mean_turns']:.2f}", f"{m['mean_total_tokens']:.0f}", _pct(m["invalid_action_rate"]),
-            f"{m['tool_calls']} ({m['tool_errors']})", f"{m['wall_s']:.1f}"]
+            f"{m['tool_calls']} ({m['tool_errors']})", f"{m['mean_episode_wall_s']:.2f}"]
+
+
+def detail_columns(results: dict[str, Any]) -> set[str]:
+    """Columns rarely needed in this run, which the HTML table shows only on request: token counts, pass@k
+    with one sample per task (it equals the success rate then), tool calls when no env made any."""
+    detail = {"mean tokens"}
+    if results["run"]["samples"] == 1:
+        detail.add("pass@k")
+    if not any(e["metrics"]["tool_calls"] for e in results["envs"]):
+        detail.add("tool calls (errors)")
+    return detail
+
+
+def subject(results: dict[str, Any]) -> str:
+    """What was evaluated, for titles: the suite's name, or the envs themselves when given with --env."""
+    suite = results["run"]["suite"]
+    if suite != CUSTOM_SUITE:
+        return suite
+    names = [e["name"] for e in results["envs"]]
+    return ", ".join(names) if len(names) <= 3 else f"{', '.join(names[:2])} and {len(names) - 2} more envs"
+
+
+def split_text(results: dict[str, Any]) -> str:
+    """The split the tasks came from, as the envs resolved the one asked for (household: test -> test_unseen)."""
+    asked = results["run"]["split"]
+    by_split: dict[str, int] = {}
+    for env in results["envs"]:
+        resolved = env.get("split", asked)  # results written before envs reported their split
+        by_split[resolved] = by_split.get(resolved, 0) + 1
+    if list(by_split) == [asked]:
+        return asked
+    if len(by_split) == 1:
+        return f"{next(iter(by_split))} (asked for {asked})"
+    return f"{asked} (" + "; ".join(f"{n} env(s) resolved it to {s}" for s, n in by_split.items() if s != asked) + ")"
+
+
+def run_line(results: dict[str, Any]) -> str:
+    """The line under a report's title: split, seeds, samples, temperature, workers and the eval's wall time."""
+    run = results["run"]
+    return (f"split {split_text(results)} · seeds {run['seed']}..{run['seed'] + run['episodes'] - 1} · "
+            f"{run['samples']} sample(s) per task · temperature {run['temperature']} · "
+            f"{len(results['trajectories'])} episodes on {run['workers']} worker(s) · wall {run['wall_s']:.1f} s")
 
 
 def table_rows(results: dict[str, Any]) -> list[list[str]]:
     rows = [metric_row(e["name"], e["metrics"]) for e in results["envs"]]
     if len(results["envs"]) > 1:
-        rows.append(metric_row(f"{results['run']['suite']} (all)", results["summary"]["metrics"]))
+        suite = results["run"]["suite"]
+        total = "all envs" if suite == CUSTOM_SUITE else f"{suite} (all)"
+        rows.append(metric_row(total, results["summary"]["metrics"]))
     return rows
 
 
@@ -102,10 +147,8 @@ def _md_escape(text: str) -> str:
 
 def render_markdown(results: dict[str, Any]) -> str:
     run = results["run"]
-    lines = [f"# Eval: {_md_escape(run['policy'])} on {_md_escape(run['suite'])}", "",
-             f"split `{run['split']}`, seeds {run['seed']}..{run['seed'] + run['episodes'] - 1}, "
-             f"{run['samples']} sample(s) per task, temperature {run['temperature']}, "
-             f"wall {run['wall_s']:.1f}s" + ("" if run["complete"] else " — **incomplete**"), "",
+    lines = [f"# Eval: {_md_escape(run['policy'])} on {_md_escape(subject(results))}", "",
+             _md_escape(run_line(results)) + ("" if run["complete"] else " — **incomplete**"), "",
              "| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
     lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in table_rows(results)]
     if len(results["envs"]) > 1:

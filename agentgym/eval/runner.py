@@ -77,24 +77,38 @@ def prepare_out_dir(config: EvalConfig) -> list[EvalRecord]:
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     config_path, log_path = out / CONFIG_FILE, out / TRAJECTORIES_FILE
+    splits: dict[str, str] = {}
     if config.resume and config_path.exists():
-        old = json.loads(config_path.read_text(encoding="utf-8")).get("identity", {})
+        stored = json.loads(config_path.read_text(encoding="utf-8"))
+        old = stored.get("identity", {})
         new = json.loads(json.dumps(config.identity()))  # normalise tuples to lists
         diff = [k for k in IDENTITY_FIELDS if old.get(k) != new.get(k)]
         if diff:
             raise ConfigError(f"{out} holds results of a different eval ({', '.join(diff)} differ); "
                               "pass another --out, or --no-resume to overwrite it")
         records = load_records(log_path)
+        splits = stored.get("splits", {})
     else:
         records = []
         log_path.write_text("", encoding="utf-8")
-    config_path.write_text(json.dumps({"identity": config.identity(), "episodes": config.episodes,
-                                       "workers": config.workers}, indent=2), encoding="utf-8")
+    write_eval_config(config, splits)
     wanted = {(e.name, s, i) for e in config.entries for s in config.seeds for i in range(config.samples)}
     latest = {r.key: r for r in records if r.key in wanted}  # a retried episode's later line wins
     if config.retry_failed:  # e.g. the model server was down: those episodes say nothing about the policy
         latest = {k: r for k, r in latest.items() if r.trajectory.outcome != "error"}
     return list(latest.values())
+
+
+def write_eval_config(config: EvalConfig, splits: dict[str, str]) -> None:
+    """OUT/eval_config.json: what a resumed run must match, and the splits the envs resolved (kept, so a
+    finished eval re-renders its reports without making any env)."""
+    doc = {"identity": config.identity(), "episodes": config.episodes, "workers": config.workers, "splits": splits}
+    (Path(config.out_dir) / CONFIG_FILE).write_text(json.dumps(doc, indent=2), encoding="utf-8")
+
+
+def stored_splits(config: EvalConfig) -> dict[str, str]:
+    path = Path(config.out_dir) / CONFIG_FILE
+    return json.loads(path.read_text(encoding="utf-8")).get("splits", {}) if path.exists() else {}
 
 
 def missing_work(config: EvalConfig, done: set[tuple[str, int, int]]
@@ -175,9 +189,11 @@ def run_eval(config: EvalConfig, policy: Policy | None = None, chat: ChatFormat 
     work = missing_work(config, {r.key for r in records})
     total = len(config.entries) * config.episodes * config.samples
     sink = None
+    splits = stored_splits(config)
     if work:
         for entry in {id(e): e for e, _, _ in work}.values():
-            preflight(entry, config)
+            splits[entry.name] = preflight(entry, config)
+        write_eval_config(config, splits)
         if policy is None:
             policy, chat = load_eval_policy(config.policy)
         sink = _Sink(RecordLog(Path(config.out_dir) / TRAJECTORIES_FILE), _progress(total, len(records), progress))
@@ -188,19 +204,20 @@ def run_eval(config: EvalConfig, policy: Policy | None = None, chat: ChatFormat 
             sink.bar.close()
             sink.log.close()
     new = sink.records if sink else []
-    run = EvalRun(config, ordered([*records, *new], config), started, time.time(), len(new))
+    run = EvalRun(config, ordered([*records, *new], config), started, time.time(), len(new), splits=splits)
     if write_reports:
         run = replace(run, paths=write_all(run))
     return run
 
 
-def preflight(entry: SuiteEntry, config: EvalConfig) -> None:
+def preflight(entry: SuiteEntry, config: EvalConfig) -> str:
     """Make and reset one env before any model runs, so a bad split or kwarg is one clear error, not N failed
-    episodes."""
+    episodes. Returns the split the env drew the task from: reset's info["split"] where the env resolves
+    an alias (household: test -> test_unseen), else `config.split` as given."""
     env = None
     try:
         env = make(entry.env_id, max_turns=config.max_turns, **entry.kwargs)
-        env.reset(seed=config.seed, options={"split": config.split})
+        _, info = env.reset(seed=config.seed, options={"split": config.split})
     except Exception as exc:  # the env's own message says what it accepts
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ConfigError(f"{entry.name} cannot start with --split {config.split!r} and kwargs {entry.kwargs}: "
@@ -208,6 +225,8 @@ def preflight(entry: SuiteEntry, config: EvalConfig) -> None:
     finally:
         if env is not None:
             env.close()
+    resolved = info.get("split") if isinstance(info, dict) else None
+    return resolved if isinstance(resolved, str) and resolved else config.split
 
 
 def _run_batch(config: EvalConfig, entry: SuiteEntry, seeds: list[int], samples: list[int],

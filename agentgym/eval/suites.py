@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from agentgym.errors import ConfigError
+from agentgym.eval.records import CUSTOM_SUITE
 from agentgym.registration import SuiteEntry, list_suites, spec, suite
 
 
@@ -69,7 +70,7 @@ def resolve_envs(suite_name: str | None = None, suite_file: str | Path | None = 
     elif suite_file:
         name, entries = load_suite_file(suite_file)
     else:
-        name, entries = "custom", [SuiteEntry(e) for e in env_ids]
+        name, entries = CUSTOM_SUITE, [SuiteEntry(e) for e in env_ids]
     for entry in entries:
         spec(entry.env_id)  # raises RegistrationError with a "did you mean"
     names = [e.name for e in entries]

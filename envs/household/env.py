@@ -75,7 +75,8 @@ class HouseholdEnv(TextEnv):
         self._achieved, self._done = oracle.subgoals(w), False
         self._acts = engine.admissible(w, self._gotos, self._go_ops)
         obs = f"{engine.room_intro(w)}\n\nYour task is to: {w.task.goal}"
-        return self._finish(obs, make_info(valid_action=True, task_id=w.task.task_id))
+        # `split`: the one the task came from, after aliases (test -> test_unseen), for eval reports
+        return self._finish(obs, make_info(valid_action=True, task_id=w.task.task_id, split=w.task.split))
 
     def step(self, action: str):
         w = self._require_world()

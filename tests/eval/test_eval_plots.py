@@ -39,7 +39,23 @@ def test_series_reads_flat_and_nested_keys_and_skips_torn_lines(tmp_path):
     rows = read_metrics(write_run(tmp_path / "r", 5, 0.5, nested=True))
     assert len(rows) == 5
     key, xs, ys = series(rows, ("success", "rollout/success"))
-    assert key == "rollout/success" and xs == [0, 1, 2, 3, 4] and len(ys) == 5
+    assert key == "rollout/success" and xs == [1, 2, 3, 4, 5] and len(ys) == 5  # iterations counted from 1
+
+
+def test_curves_number_iterations_as_the_trainer_console_does(tmp_path, capsys):
+    """One numbering: the trainer's console says "iteration 1/3".."3/3"; the curves' x values are 1..3 too."""
+    from agentgym.train.metrics import MetricsWriter
+
+    writer = MetricsWriter(tmp_path, total=3, progress=True)  # stderr is captured, so a line per iteration
+    for it in range(3):
+        writer.write(it, {"success": it / 2, "return": float(it)})
+    writer.close()
+    console = [int(line.split()[1].split("/")[0]) for line in capsys.readouterr().err.splitlines()
+               if line.startswith("iteration ")]
+    _, xs, ys = series(read_metrics(tmp_path), ("success",))
+    assert console == [1, 2, 3] and xs == console and ys == [0.0, 0.5, 1.0]
+    rows = [{"success": 0.1}, {"success": 0.2}]  # no iteration key at all: rows count from 1 as well
+    assert series(rows, ("success",))[1] == [1, 2]
 
 
 def test_plot_errors_are_one_line(tmp_path, capsys):
