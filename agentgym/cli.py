@@ -16,6 +16,7 @@ SUBCOMMAND_MODULES = (
     "agentgym.eval.cli",          # eval, plot
     "agentgym.train.cli",         # train
     "agentgym.tools.retrieval.cli",  # serve retrieval
+    "agentgym.envs.swe.cli",      # swe make-tasks, swe prepare
 )
 
 

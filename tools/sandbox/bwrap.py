@@ -144,7 +144,7 @@ class BwrapSandbox:
                 "--ro-bind", os.path.join(self.dir, "group"), "/etc/group",
                 "--proc", "/proc", "--dev", "/dev",
                 "--size", str(self.limits.tmp_mb * 2**20), "--tmpfs", "/tmp",
-                "--bind", self.workspace, WORKSPACE, "--clearenv"]
+                "--bind", self.workspace, WORKSPACE, "--remount-ro", "/", "--clearenv"]
         for key, value in env.items():
             args += ["--setenv", key, value]
         return args
@@ -182,7 +182,9 @@ class BwrapSandbox:
         finally:
             with self._lock:
                 self._running.discard(proc)
-        reader.join(5.0)
+        # The pipe closes once every process holding it is gone: a pid namespace full of a fork bomb's
+        # children takes a moment to die, and we wait for it rather than return with them alive.
+        reader.join(60.0)
         output, truncated = buffer.text()
         code = proc.returncode if proc.returncode is not None else -9
         if code < 0:  # bwrap itself was signalled

@@ -144,16 +144,20 @@ class DockerSandbox:
     def _send_stdin(self, exec_id: str, data: bytes) -> tuple[bytes, bytes]:
         sock = self._api.exec_start(exec_id, socket=True)
         raw = getattr(sock, "_sock", sock)
-        raw.sendall(data)
-        raw.shutdown(socket.SHUT_WR)
-        received = b""
-        while True:
-            chunk = raw.recv(65536)
-            if not chunk:
-                break
-            received += chunk
+        raw.settimeout(20.0)  # a reader that quit early must not leave us blocked on a full socket
+        try:
+            raw.sendall(data)
+            raw.shutdown(socket.SHUT_WR)
+        except OSError:  # the reader stopped early (tar hit the disk limit): its stderr says why
+            pass
+        received = []
+        try:
+            while chunk := raw.recv(65536):
+                received.append(chunk)
+        except OSError:
+            pass
         raw.close()
-        return _demux(received)
+        return _demux(b"".join(received))
 
     def _exit_code(self, exec_id: str) -> int:
         for _ in range(200):
@@ -210,6 +214,8 @@ class DockerSandbox:
         self._check_open()
         rel = workspace_path(path)
         raw = data.encode() if isinstance(data, str) else data
+        if len(raw) > self.limits.max_file_mb * 2**20:
+            raise SandboxError(f"{len(raw) / 2**20:.0f} MB exceed the {self.limits.max_file_mb} MB file size limit")
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             info = tarfile.TarInfo(rel)
@@ -218,9 +224,12 @@ class DockerSandbox:
         self._untar(buf.getvalue(), WORKSPACE)
 
     def _untar(self, data: bytes, dest: str) -> None:
+        if len(data) > self.limits.disk_mb * 2**20:
+            raise SandboxError(f"{len(data) / 2**20:.0f} MB do not fit in the {self.limits.disk_mb} MB workspace")
         code, _, err = self._exec_raw(["tar", "-x", "--no-same-owner", "-C", dest, "-f", "-"], stdin=data)
         if code != 0:
-            raise SandboxError(f"copy into the workspace failed: {err.decode(errors='replace').strip()[:300]}")
+            raise SandboxError(f"copy into the workspace failed (exit {code}): "
+                               f"{err.decode(errors='replace').strip()[:300] or 'the workspace is full?'}")
 
     def list_files(self, path: str = ".") -> list[str]:
         self._check_open()
