@@ -89,7 +89,7 @@ def exec_latencies(backend: str, n: int) -> list[float]:
 def episodes_per_minute(backend: str, episodes: int, concurrency: int = 8) -> float:
     import agentgym
 
-    envs = [agentgym.make(f"agentgym/SWE-Mini-{backend.capitalize()}-v0", pool_size=concurrency)
+    envs = [agentgym.make("agentgym/SWE-Mini-v0", backend=backend, pool_size=concurrency)
             for _ in range(concurrency)]
     counter = iter(range(episodes))
     lock = threading.Lock()

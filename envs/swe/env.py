@@ -23,19 +23,24 @@ from agentgym.toolcalls import Tool, ToolResult, tool
 from agentgym.tools.sandbox import SandboxError, SandboxLimits, SandboxUnavailable, pick_backend, sandbox_pool
 
 HASH_SCRIPT = r"""import hashlib, os, stat
-h = hashlib.sha256()
+h, code = hashlib.sha256(), hashlib.sha256()
+CONFIG = ('pytest.ini', 'setup.cfg', 'tox.ini', 'pyproject.toml')
 for d, ds, fs in os.walk('.'):
     ds[:] = sorted(x for x in ds if x not in ('__pycache__', '.pytest_cache', '.git'))
     for f in sorted(fs):
         p = os.path.join(d, f)
         st = os.lstat(p)
-        h.update(p.encode('utf-8', 'surrogateescape') + b'\0')
+        part = p.encode('utf-8', 'surrogateescape') + b'\0'
         if stat.S_ISREG(st.st_mode):
             with open(p, 'rb') as fh:
-                h.update(fh.read())
+                part += fh.read()
         elif stat.S_ISLNK(st.st_mode):
-            h.update(b'->' + os.readlink(p).encode('utf-8', 'surrogateescape'))
-print(h.hexdigest()[:20])"""
+            part += b'->' + os.readlink(p).encode('utf-8', 'surrogateescape')
+        h.update(part)
+        if f.endswith(('.py', '.pyi')) or f in CONFIG:
+            code.update(part)
+print(h.hexdigest()[:20], code.hexdigest()[:20])"""
+MUTATING_TOOLS = ("bash", "str_replace", "create_file")  # a failed bash may still have written files
 
 INSTRUCTIONS = """You are a software engineer fixing a bug in the Python repository at /workspace.
 Work with the tools: `bash` runs a shell command in /workspace (no network), `view_file` shows a file with line
@@ -77,8 +82,9 @@ class SWEEnv(ToolEnv):
         self._fix: dict[str, str | None] = {}
         self._grading: dict[str, str | None] = {}
         self._passed_ever: set[str] = set()
-        self._graded_hash: str | None = None
-        self._hash: str | None = None
+        self._graded_hash: str | None = None   # the code hash (.py and test config) the last grading saw
+        self._hash: str | None = None          # hash of every workspace file: the anchor
+        self._code_hash: str | None = None
         self._submitted = False
 
     # ------------------------------------------------------------------ tasks and sandboxes
@@ -144,7 +150,8 @@ class SWEEnv(ToolEnv):
             try:
                 self._prepare(task)
                 files = self.sandbox.list_files()
-                self._hash = self._graded_hash = self._workspace_hash()
+                self._hash, self._code_hash = self._workspace_hash()
+                self._graded_hash = self._code_hash
                 break
             except SandboxError as exc:
                 self._release()
@@ -160,11 +167,13 @@ class SWEEnv(ToolEnv):
         return obs, make_info(task_id=task.instance_id, anchor=self._hash, task=obs)
 
     # ------------------------------------------------------------------ grading
-    def _workspace_hash(self) -> str:
+    def _workspace_hash(self) -> tuple[str, str]:
+        """(hash of every file, hash of the code and test config only): the anchor, and when to grade."""
         result = self.sandbox.exec(f"python3 -c {shlex.quote(HASH_SCRIPT)}", timeout_s=60)
-        if result.exit_code != 0:
+        parts = result.output.split()
+        if result.exit_code != 0 or len(parts) != 2:
             raise SandboxError(f"hashing the workspace failed: {result.output.strip()[-200:]}")
-        return result.output.strip()
+        return parts[0], parts[1]
 
     def _grade(self) -> TestRun:
         """Run the task's tests with the grading versions of the test files, then restore the agent's."""
@@ -303,11 +312,12 @@ class SWEEnv(ToolEnv):
         if self._failure:
             return components, True, False
         try:
-            self._hash = self._workspace_hash()
             submitted = self._submitted and any(r.name == "submit" and r.ok for r in results)
-            if submitted or (self.progress_weight > 0 and self._hash != self._graded_hash):
+            if submitted or any(r.name in MUTATING_TOOLS for r in results):  # nothing else changes files
+                self._hash, self._code_hash = self._workspace_hash()
+            if submitted or (self.progress_weight > 0 and self._code_hash != self._graded_hash):
                 run = self._grade()
-                self._graded_hash = self._hash
+                self._graded_hash = self._code_hash
                 resolved, newly = self._resolved(run)
                 components["progress"] = self.progress_weight * len(newly) / len(self.task.fail_to_pass)
                 if submitted:

@@ -6,7 +6,6 @@ import json
 import pytest
 
 import agentgym
-from agentgym.checker import check_env
 from agentgym.envs.swe.sources import MINI_TASKS
 from agentgym.envs.swe.tasks import load_tasks
 from agentgym.tools.sandbox import backend_problem
@@ -28,7 +27,7 @@ def backend(request):
 
 @pytest.fixture(scope="module")
 def env(backend):
-    made = agentgym.make(f"agentgym/SWE-Mini-{backend.capitalize()}-v0")
+    made = agentgym.make("agentgym/SWE-Mini-v0", backend=backend)
     yield made
     made.close()
 
@@ -120,8 +119,5 @@ def test_oracle_solves_every_shipped_task(env, backend):
         total, steps = solve(env, task.instance_id)
         assert steps[-1]["success"] and total == pytest.approx(1.5), task.instance_id
 
-
-@pytest.mark.slow
-def test_check_env_passes(backend):
-    report = check_env(f"agentgym/SWE-Mini-{backend.capitalize()}-v0", seeds=(0,), max_steps=4)
-    assert "oracle" in report.checks and "determinism" in report.checks
+# `check_env` (oracle included) runs on every registered id in tests/test_all_envs.py: SWE-Mini-v0 (docker
+# where dockerd runs), SWE-Mini-Bwrap-v0 and SWE-Lib-v0.

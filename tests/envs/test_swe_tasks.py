@@ -161,7 +161,7 @@ def test_swebench_instances_from_a_real_git_repo(swebench_instance, sandbox_back
     assert task.fail_to_pass[1].endswith("regression") and "test_ops.py" in task.test_patch
     with pytest.raises(ConfigError, match="repo_dir or image"):
         load_swebench(str(path))
-    env = agentgym.make(f"agentgym/SWE-Mini-{sandbox_backend.capitalize()}-v0", tasks=f"swebench:{path}@{clones}")
+    env = agentgym.make("agentgym/SWE-Mini-v0", backend=sandbox_backend, tasks=f"swebench:{path}@{clones}")
     try:
         obs, info = env.reset(seed=0)
         assert "touching intervals" in obs

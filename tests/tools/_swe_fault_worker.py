@@ -58,7 +58,7 @@ def episode(env, i):
 
 def main():
     backend, start, end = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    env = agentgym.make(f"agentgym/SWE-Mini-{backend.capitalize()}-v0", progress_weight=0.0, memory_mb=512)
+    env = agentgym.make("agentgym/SWE-Mini-v0", backend=backend, progress_weight=0.0, memory_mb=512)
     try:
         for i in range(start, end):
             print(json.dumps(episode(env, i)), flush=True)

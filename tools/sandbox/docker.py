@@ -207,7 +207,12 @@ class DockerSandbox:
         rel = workspace_path(path)
         code, out, err = self._exec_raw(["cat", "--", posixpath.join(WORKSPACE, rel)])
         if code != 0:
-            raise SandboxError(err.decode(errors="replace").strip() or f"cannot read {path!r}")
+            message = err.decode(errors="replace")
+            if "No such file" in message:
+                raise SandboxError(f"no such file or directory: {path!r}")
+            if "Is a directory" in message:
+                raise SandboxError(f"{path!r} is a directory")
+            raise SandboxError(message.strip() or f"cannot read {path!r}")
         return out
 
     def write_file(self, path: str, data: bytes | str) -> None:
@@ -226,7 +231,9 @@ class DockerSandbox:
     def _untar(self, data: bytes, dest: str) -> None:
         if len(data) > self.limits.disk_mb * 2**20:
             raise SandboxError(f"{len(data) / 2**20:.0f} MB do not fit in the {self.limits.disk_mb} MB workspace")
-        code, _, err = self._exec_raw(["tar", "-x", "--no-same-owner", "-C", dest, "-f", "-"], stdin=data)
+        # one exec (mkdir + untar): each exec is a runc round trip
+        code, _, err = self._exec_raw(["sh", "-c", 'mkdir -p "$0" && exec tar -x --no-same-owner -C "$0" -f -', dest],
+                                      stdin=data)
         if code != 0:
             raise SandboxError(f"copy into the workspace failed (exit {code}): "
                                f"{err.decode(errors='replace').strip()[:300] or 'the workspace is full?'}")
@@ -243,7 +250,6 @@ class DockerSandbox:
     def copy_in(self, host_dir: str, dest: str = ".") -> None:
         self._check_open()
         target = posixpath.join(WORKSPACE, workspace_path(dest))
-        self._exec_raw(["mkdir", "-p", target])
         self._untar(tar_directory(host_dir), target)
 
     def copy_out(self, src: str, host_dir: str) -> None:
