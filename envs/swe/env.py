@@ -125,8 +125,9 @@ class SWEEnv(ToolEnv):
             self.sandbox.exec(f"cp -a {shlex.quote(task.image_repo_dir)}/. /workspace/", timeout_s=120)
         else:
             self.sandbox.copy_in(task.base_dir)
-        base = read_tree(task.base_dir, set(diff_paths(task.bug_patch)) | set(diff_paths(task.patch)) |
-                         set(diff_paths(task.test_patch)) | set(task.test_files)) if task.base_dir else {}
+        needed = set(diff_paths(task.bug_patch)) | set(diff_paths(task.patch)) | set(diff_paths(task.test_patch)) | \
+            set(task.test_files)
+        base = read_tree(task.base_dir, needed) if task.base_dir else self._read_tree(needed)
         buggy = {**base, **apply_diff(base, task.bug_patch)} if task.bug_patch else dict(base)
         for path, text in (apply_diff(base, task.bug_patch) if task.bug_patch else {}).items():
             self._write(path, text)
@@ -134,6 +135,17 @@ class SWEEnv(ToolEnv):
         hidden = apply_diff({k: v for k, v in buggy.items() if v is not None}, task.test_patch)
         self._grading = {p: buggy.get(p) for p in task.test_files if buggy.get(p) is not None}
         self._grading.update(hidden)
+
+    def _read_tree(self, paths: set[str]) -> dict[str, str]:
+        """Files as the sandbox holds them (for repositories that live in an image, not on the host)."""
+        found = {}
+        for path in sorted(paths):
+            try:
+                found[path] = self.sandbox.read_file(path).decode("utf-8", "surrogateescape")
+            except SandboxError as exc:
+                if "no such file" not in str(exc):
+                    raise
+        return found
 
     def _write(self, path: str, text: str | None) -> None:
         if text is None:

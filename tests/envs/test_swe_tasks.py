@@ -186,3 +186,38 @@ def test_task_file_errors_are_one_line_config_errors(tmp_path):
     task = SWETask("a", "r", str(tmp_path), "p", "diff", ("t.py::x",))
     save_tasks([task], str(tmp_path / "ok.jsonl"))
     assert load_tasks(str(tmp_path / "ok.jsonl")) == [task]
+
+
+@pytest.mark.docker
+def test_a_task_whose_repository_lives_in_a_docker_image(tmp_path):
+    """SWE-bench style: the repo is inside a (locally built) image at /testbed, not in a host folder."""
+    import agentgym
+
+    problem = backend_problem("docker")
+    if problem:
+        pytest.skip(f"docker sandbox unavailable: {problem}")
+    from agentgym.tools.sandbox.docker import DEFAULT_IMAGE, client
+
+    context = tmp_path / "ctx"
+    shutil.copytree(os.path.join(MINI_DIR, "intervals"), context / "repo")
+    ops = context / "repo" / "intervals" / "ops.py"
+    fixed = ops.read_text()
+    buggy = fixed.replace("if start > end:", "if start >= end:")
+    ops.write_text(buggy)
+    (context / "Dockerfile").write_text(f"FROM {DEFAULT_IMAGE}\nCOPY repo /testbed\n")
+    tag = "agentgym/swe-test-intervals:1"
+    client().images.build(path=str(context), tag=tag, rm=True)
+    row = {"instance_id": "img-1", "repo": "intervals", "image": tag, "patch": make_diff("intervals/ops.py", buggy, fixed),
+           "FAIL_TO_PASS": ["tests/test_ops.py::test_overlap_single_point"],
+           "PASS_TO_PASS": ["tests/test_ops.py::test_overlap"], "problem_statement": "overlap((1, 3), (3, 4)) is None"}
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(row) + "\n")
+    env = agentgym.make("agentgym/SWE-Mini-v0", backend="docker", tasks=str(tmp_path / "tasks.jsonl"))
+    try:
+        env.reset(seed=0)
+        assert env.unwrapped.sandbox.image == tag
+        assert b"start >= end" in env.unwrapped.sandbox.read_file("intervals/ops.py")
+        for _ in range(2):
+            obs, reward, terminated, _, info = env.step(env.unwrapped.oracle_action())
+        assert terminated and info["success"]
+    finally:
+        env.close()
