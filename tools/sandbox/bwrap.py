@@ -23,6 +23,7 @@ import sys
 import tarfile
 import tempfile
 import threading
+import time
 import uuid
 
 from agentgym.tools.sandbox.base import (KILLED_BY_SIGKILL, WORKSPACE, ExecResult, OutputBuffer, SandboxError,
@@ -77,8 +78,13 @@ def _python_bin_dir() -> str:
 def reap_stale(root: str = ROOT) -> int:
     """Remove the workspaces of owners that are gone (a killed parent); returns how many."""
     removed = 0
+    if os.path.isdir(CGROUP_ROOT):
+        for name in os.listdir(CGROUP_ROOT):
+            path = os.path.join(CGROUP_ROOT, name)
+            if os.path.isdir(path) and not owner_alive(name.rsplit("_", 1)[0].replace("_", ":")):
+                _remove_cgroup(path)
     if not os.path.isdir(root):
-        return 0
+        return removed
     for name in os.listdir(root):
         owner = name.rsplit("_", 1)[0].replace("_", ":")
         if owner_alive(owner):
@@ -93,6 +99,55 @@ def _remove_dir(path: str) -> None:
     if os.path.ismount(workspace):
         subprocess.run(["umount", "-l", workspace], capture_output=True)
     shutil.rmtree(path, ignore_errors=True)
+    _remove_cgroup(os.path.join(CGROUP_ROOT, os.path.basename(path)))
+
+
+# A pids cgroup per sandbox (when we are root and cgroup v1's pids controller is there). RLIMIT_NPROC does not
+# hold a fork bomb when the sandbox uid maps to root outside, and the cgroup also lets a timeout kill every
+# process of the sandbox, wherever in the tree it is.
+CGROUP_ROOT = "/sys/fs/cgroup/pids/agentgym-sandbox"
+
+
+def _make_cgroup(name: str, pids: int) -> str | None:
+    if os.geteuid() != 0 or not os.path.isdir(os.path.dirname(CGROUP_ROOT)):
+        return None
+    path = os.path.join(CGROUP_ROOT, name)
+    try:
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "pids.max"), "w") as fh:
+            fh.write(str(pids))
+    except OSError:
+        return None
+    return path
+
+
+def _cgroup_pids(path: str) -> list[int]:
+    try:
+        with open(os.path.join(path, "cgroup.procs")) as fh:
+            return [int(x) for x in fh.read().split()]
+    except OSError:
+        return []
+
+
+def _kill_cgroup(path: str, wait_s: float = 30.0) -> None:
+    """SIGKILL every process in the cgroup until it is empty (bounded)."""
+    deadline = time.monotonic() + wait_s
+    while (pids := _cgroup_pids(path)) and time.monotonic() < deadline:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.02)
+
+
+def _remove_cgroup(path: str) -> None:
+    if os.path.isdir(path):
+        _kill_cgroup(path)
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
 
 
 class BwrapSandbox:
@@ -114,6 +169,7 @@ class BwrapSandbox:
         self.workspace = os.path.join(self.dir, "ws")
         os.makedirs(self.workspace)
         self.disk_limited = self._mount_tmpfs()
+        self.cgroup = _make_cgroup(os.path.basename(self.dir), self.limits.pids)
         self._write_identity()
         self._base_args = self._bwrap_args()
         self._prlimit = shutil.which("prlimit") or "prlimit"
@@ -161,6 +217,8 @@ class BwrapSandbox:
         self._check_open()
         inside = os.path.join(WORKSPACE, workspace_path(cwd))
         argv = [*self._rlimit_prefix(), *self._base_args, "--chdir", inside, "bash", "-c", command]
+        if self.cgroup:  # join the sandbox's cgroup before exec, so every descendant is counted and killable
+            argv = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.cgroup, *argv]
         start = monotonic()
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -182,6 +240,8 @@ class BwrapSandbox:
         finally:
             with self._lock:
                 self._running.discard(proc)
+        if self.cgroup:  # whatever the command left behind dies with it (a namespace's init may be slow to)
+            _kill_cgroup(self.cgroup)
         # The pipe closes once every process holding it is gone: a pid namespace full of a fork bomb's
         # children takes a moment to die, and we wait for it rather than return with them alive.
         reader.join(60.0)
