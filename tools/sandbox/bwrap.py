@@ -7,6 +7,9 @@ prefix bound read-only, a fresh /tmp (tmpfs, size-limited), the workspace bound 
 group is SIGKILLed at the timeout; bwrap's `--die-with-parent` takes the namespace down with it, and
 when a command returns, anything it left in the background dies with its pid namespace.
 
+As root (cgroup v1), each sandbox also gets a pids cgroup: it caps processes where RLIMIT_NPROC cannot (the
+sandbox uid maps to root outside), and every process in it is SIGKILLed when a command ends.
+
 The workspace is a host directory under `$AGENTGYM_SANDBOX_DIR` (default /tmp/agentgym-sandbox),
 mounted as a size-limited tmpfs when we are root; otherwise only the per-file limit applies. Directory
 names carry the owner's pid and start time, so `reap_stale()` removes those of dead owners.
