@@ -17,6 +17,7 @@ SUBCOMMAND_MODULES = (
     "agentgym.train.cli",         # train
     "agentgym.tools.retrieval.cli",  # serve retrieval
     "agentgym.envs.web.cli",      # serve shop
+    "agentgym.envs.swe.cli",      # swe make-tasks, swe prepare
 )
 
 

