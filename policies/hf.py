@@ -21,7 +21,8 @@ from typing import Any, Sequence
 
 from agentgym.errors import PolicyError, require
 from agentgym.policies.base import BasePolicy, Generation, GenerationRequest, SamplingParams
-from agentgym.policies.models import DEFAULT_MODEL, default_device, default_dtype, load_model_and_tokenizer
+from agentgym.policies.models import (DEFAULT_MODEL, check_available, default_device, default_dtype,
+                                      load_model_and_tokenizer)
 
 
 @dataclass
@@ -106,6 +107,7 @@ class HFPolicy(BasePolicy):
     def from_pretrained(cls, name: str = DEFAULT_MODEL, device: str | None = None, dtype: Any = None,
                         **kwargs: Any) -> "HFPolicy":
         """Load a model spec (embedded name, local folder, .gguf file or hub id); fp32 on CPU, bf16 on GPU."""
+        check_available(name)  # a name that is nowhere fails now, not after seconds of imports and retries
         device = device or default_device()
         model, tokenizer = load_model_and_tokenizer(name, device, dtype or default_dtype(device))
         return cls(model, tokenizer, **kwargs)

@@ -9,13 +9,21 @@ Dequantizing the GGUF takes tens of seconds on a small CPU, so the first load sa
 and tokenizer in HF format under a cache folder (`$AGENTGYM_CACHE_DIR/models`, default
 `~/.cache/agentgym/models`) keyed by the GGUF file's size and mtime; later loads read that folder in
 a few seconds. `AGENTGYM_MODEL_CACHE=0` turns the cache off.
+
+A hub id is only looked up on the hub when the hub answers: offline (`AGENTGYM_OFFLINE=1`,
+`HF_HUB_OFFLINE=1`, or no TCP connection to the hub within a second) it loads from the local hub
+cache only, so a name that is nowhere fails in well under a second instead of after the hub client's
+retries.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
+import socket
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,6 +87,87 @@ def resolve_model(name: str) -> ModelSource:
     return ModelSource(name, name, None, "hub")
 
 
+_TRUE = ("1", "true", "yes", "on")
+
+
+@functools.lru_cache(maxsize=4)
+def hub_reachable(endpoint: str | None = None, timeout: float = 1.0) -> bool:
+    """True when a TCP connection to the hub's host opens within `timeout` seconds (DNS included).
+
+    The lookup runs in a daemon thread because `getaddrinfo` has no timeout of its own; the answer is
+    kept for the process, so only the first hub load pays for it.
+    """
+    from urllib.parse import urlsplit
+
+    if endpoint is None:
+        endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    parts = urlsplit(endpoint)
+    host, port = parts.hostname, parts.port or (80 if parts.scheme == "http" else 443)
+    if not host:
+        return False
+    answer: list[bool] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            answer.append(True)
+        except OSError:
+            answer.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True, name="agentgym-hub-probe")
+    thread.start()
+    thread.join(timeout + 0.2)
+    return bool(answer and answer[0])
+
+
+def hub_offline() -> bool:
+    """Whether hub ids must come from the local hub cache: asked for by the user, or no hub answers."""
+    for var in ("AGENTGYM_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(var, "").strip().lower() in _TRUE:
+            return True
+    return not hub_reachable()
+
+
+def _hub_kwargs(source: ModelSource) -> dict[str, Any]:
+    """Offline, a hub id loads from the local hub cache only: the hub client's retries take ~50 s to fail.
+
+    `local_files_only` alone is not enough (transformers' adapter lookup ignores it), so the hub's own
+    offline switch is turned on too, for this process: no hub answers it anyway.
+    """
+    if source.kind != "hub" or not hub_offline():
+        return {}
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        import huggingface_hub.constants as hub_constants
+
+        hub_constants.HF_HUB_OFFLINE = True
+    except ImportError:
+        pass
+    return {"local_files_only": True}
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    try:
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except Exception:  # a name the hub client rejects (bad characters) is not in its cache either
+        return False
+
+
+def check_available(name: str) -> ModelSource:
+    """Resolve a model spec and fail at once if its files cannot be had: before torch is even imported.
+
+    Offline, a hub id that is not in the local hub cache fails here in a fraction of a second.
+    """
+    source = resolve_model(name)
+    if source.kind == "hub" and hub_offline() and not _in_hub_cache(source.path):
+        raise _hub_error(source, FileNotFoundError("not in the local hub cache"))
+    return source
+
+
 def default_device() -> str:
     torch = require("torch", "hf")
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -106,6 +195,15 @@ def _cache_dir(source: ModelSource) -> Path | None:
 
 
 def _hub_error(source: ModelSource, exc: Exception) -> PolicyError:
+    if source.kind == "hub" and hub_offline():
+        import difflib
+
+        near = difflib.get_close_matches(source.name.lower(), list(EMBEDDED_MODELS), n=1, cutoff=0.5)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        return PolicyError(
+            f"model {source.name!r} is not a local folder, a .gguf file or an embedded model{hint}, and the hub "
+            f"is offline here with no copy of it in the local hub cache; pass a local model folder, or use the "
+            f"embedded default {DEFAULT_MODEL!r}")
     return PolicyError(
         f"could not load {source.path!r} ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); if it is a "
         f"hub id, this machine cannot fetch it offline: download it where there is network and pass the local "
@@ -120,6 +218,7 @@ def load_tokenizer(name_or_source: str | ModelSource) -> Any:
         source = ModelSource(source.name, str(cached), None, "local")
     transformers = require("transformers", "hf")
     kwargs = {"gguf_file": source.gguf_file} if source.gguf_file else {}
+    kwargs.update(_hub_kwargs(source))
     try:
         return transformers.AutoTokenizer.from_pretrained(source.path, **kwargs)
     except (OSError, ValueError) as exc:
@@ -141,7 +240,7 @@ def _strip_quantizer(model: Any) -> None:
 
 def _load_model_files(source: ModelSource, dtype: Any) -> Any:
     transformers = require("transformers", "hf")
-    kwargs: dict[str, Any] = {"dtype": dtype}
+    kwargs: dict[str, Any] = {"dtype": dtype, **_hub_kwargs(source)}
     if source.gguf_file:
         require("gguf", "hf")
         kwargs.update(gguf_file=source.gguf_file, **_dense_gguf_kwargs(transformers))

@@ -74,7 +74,7 @@ def test_hub_id_offline_gives_clear_error(monkeypatch):
     monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
     from agentgym.policies.models import load_tokenizer
 
-    with pytest.raises(PolicyError, match="cannot fetch it offline"):
+    with pytest.raises(PolicyError, match="hub is offline here"):
         load_tokenizer("agentgym-test/no-such-model-anywhere")
 
 
@@ -84,3 +84,55 @@ def test_bad_dtype_string_is_a_clear_error():
 
     with pytest.raises(PolicyError, match="unknown dtype 'float99'"):
         load_model_and_tokenizer(DEFAULT_MODEL, device="cpu", dtype="float99")
+
+
+@pytest.mark.parametrize("spec", ["hf:agentgym-test/no-such-model", "hf:smollm2"])
+def test_unknown_model_fails_offline_in_well_under_two_seconds(monkeypatch, spec):
+    """Issue 18: a name that is neither local nor embedded must not sit through the hub client's retries."""
+    import time
+
+    from agentgym.errors import ConfigError
+    from agentgym.policies import load_policy
+
+    monkeypatch.setenv("AGENTGYM_OFFLINE", "1")
+    start = time.perf_counter()
+    with pytest.raises((PolicyError, ConfigError), match="hub is offline") as caught:
+        load_policy(spec)
+    assert time.perf_counter() - start < 2.0
+    if spec == "hf:smollm2":
+        assert "did you mean 'smollm2-135m-instruct'" in str(caught.value)
+
+
+def test_hub_probe_answers_within_its_timeout():
+    """Closed port and unresolvable host: False at once; a listening loopback socket: True."""
+    import socket
+    import time
+
+    from agentgym.policies.models import hub_reachable
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        hub_reachable.cache_clear()
+        assert hub_reachable(f"http://127.0.0.1:{port}")
+    hub_reachable.cache_clear()
+    start = time.perf_counter()
+    assert not hub_reachable(f"http://127.0.0.1:{port}", timeout=0.5)  # closed now
+    assert not hub_reachable("https://no-such-host.invalid", timeout=0.5)
+    assert time.perf_counter() - start < 2.0
+    hub_reachable.cache_clear()
+
+
+def test_offline_switches(monkeypatch):
+    from agentgym.policies import models
+
+    monkeypatch.setattr(models, "hub_reachable", lambda *a, **k: True)
+    for var in ("AGENTGYM_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    assert not models.hub_offline()
+    monkeypatch.setenv("AGENTGYM_OFFLINE", "1")
+    assert models.hub_offline()
+    monkeypatch.setenv("AGENTGYM_OFFLINE", "0")
+    monkeypatch.setattr(models, "hub_reachable", lambda *a, **k: False)
+    assert models.hub_offline()  # no hub answers: offline whatever the switches say
