@@ -15,6 +15,7 @@ Rows:
   hf batched          all speed-ups (in-place KV buffer, prefix store: earlier turns and shared prompts reused)
   hf batched, plain   transformers' DynamicCache, no prefix store (the policy before these speed-ups)
   hf one-by-one       one request per call, all speed-ups
+  hf batched bf16     (--bf16) a bf16 copy of the weights: not exact for training (logprobs are not fp32's)
   llama.cpp 1-by-1    llama-cpp-python (the build tests/policies/test_openai_server.py serves) in process,
                       n_threads = --threads, one request at a time; it keeps the KV of its last sequence
 Each row starts with an empty prefix store, so no row profits from another's work. Wall seconds are
@@ -23,6 +24,7 @@ what a user waits; CPU seconds (this process, all threads) are steadier on a sha
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import time
 from dataclasses import dataclass
@@ -179,7 +181,8 @@ def _print(title: str, rows: list[Row], same: dict[str, str]) -> None:
 
 def bench_generation(n_prompts: int = 16, max_tokens: int = 32, threads: int | None = 1,
                      model: str = "smollm2-135m-instruct", repeats: int = 1, scenario: str = "both",
-                     episodes: int = 8, turns: int = 4, turn_tokens: int = 20, llama: bool = True) -> dict:
+                     episodes: int = 8, turns: int = 4, turn_tokens: int = 20, llama: bool = True,
+                     bf16: bool = False) -> dict:
     """Print the side-by-side tables; returns the chat scenario's figures (and `speedup` batched/one-by-one)."""
     import torch
 
@@ -197,6 +200,10 @@ def bench_generation(n_prompts: int = 16, max_tokens: int = 32, threads: int | N
                          growing_cache=False)
         engines = [HFEngine(fast, "hf batched"), HFEngine(plain, "hf batched, plain"),
                    HFEngine(fast, "hf one-by-one", one_by_one=True)]
+        if bf16:  # a bf16 copy: AMX/avx512_bf16 matmuls, but its logprobs are not the fp32 trainer's
+            half = HFPolicy(copy.deepcopy(fast.model).to(torch.bfloat16), fast.tokenizer,
+                            max_batch_size=fast.max_batch_size)
+            engines.append(HFEngine(half, "hf batched bf16"))
         if llama:
             engines.append(_llama_engine(model, threads or torch.get_num_threads(), embedded_gguf_path,
                                          resolve_model))
@@ -265,9 +272,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="smollm2-135m-instruct", help="model spec (as for hf:MODEL)")
     parser.add_argument("--repeats", type=int, default=1, help="best of this many timings per engine")
     parser.add_argument("--no-llama", action="store_true", help="skip the llama.cpp rows")
+    parser.add_argument("--bf16", action="store_true",
+                        help="add a row for a bf16 copy of the model (fast where the CPU has AMX/avx512_bf16; "
+                             "its logprobs differ from the fp32 trainer's, so not for training rollouts)")
     args = parser.parse_args(argv)
     bench_generation(args.prompts, args.max_tokens, args.threads, args.model, args.repeats, args.scenario,
-                     args.episodes, args.turns, args.turn_tokens, not args.no_llama)
+                     args.episodes, args.turns, args.turn_tokens, not args.no_llama, args.bf16)
     return 0
 
 

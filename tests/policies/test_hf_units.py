@@ -201,3 +201,47 @@ def test_loading_and_saving_print_no_raw_progress_bars_or_known_warnings(tmp_pat
     assert not [w for w in caught if "is_gradient_checkpointing" in str(w.message)]
     err = capfd.readouterr().err
     assert "Loading weights" not in err and "Writing model shards" not in err
+
+
+def test_common_prefix_and_prefix_store_lookup_and_budget():
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    from agentgym.policies.kv_cache import CachedSequence, PrefixStore, common_prefix
+
+    assert common_prefix(np.array([1, 2, 3]), np.array([1, 2, 4, 5])) == 2
+    assert common_prefix(np.array([1, 2]), np.array([1, 2, 3])) == 2
+    assert common_prefix(np.array([], dtype=np.int64), np.array([1])) == 0
+
+    def entry(tokens):  # one layer, 1 head, dim 2: 16 bytes per token for keys + values
+        n = len(tokens)
+        return CachedSequence(np.array(tokens), [torch.zeros(1, n, 2)], [torch.zeros(1, n, 2)])
+
+    store = PrefixStore(max_bytes=16 * 25, min_tokens=3)
+    store.add(entry(range(10)))
+    store.add(entry([0, 1, 2, 3, 9, 9]))
+    assert store.longest(list(range(12)))[0] == 10
+    assert store.longest([0, 1, 2, 3, 9, 9, 9])[0] == 6
+    assert store.longest([0, 1, 7]) == (0, None)  # 2 tokens: under min_tokens
+    store.add(entry(range(12)))  # extends the first entry, which it replaces
+    assert len(store) == 2 and store.bytes == 16 * 18
+    store.add(entry(range(100, 120)))  # over the budget: the least recently used go first
+    assert store.bytes <= 16 * 25 and store.longest(list(range(100, 130)))[0] == 20
+    store.add(entry(range(200, 300)))  # larger than the whole budget: not kept
+    assert store.longest(list(range(200, 300))) == (0, None)
+    store.clear()
+    assert len(store) == 0 and store.bytes == 0
+
+
+def test_growing_layer_writes_in_place_and_matches_concatenation():
+    torch = pytest.importorskip("torch")
+    from agentgym.policies.kv_cache import GrowingLayer
+
+    layer = GrowingLayer(capacity=4)
+    chunks = [torch.randn(2, 3, n, 5) for n in (3, 1, 1, 2)]  # the last chunk outgrows the buffer
+    for chunk in chunks:
+        keys, values = layer.update(chunk, chunk * 2)
+    expected = torch.cat(chunks, dim=2)
+    assert torch.equal(keys, expected) and torch.equal(values, expected * 2)
+    assert layer.get_seq_length() == 7 and layer.capacity >= 7
+    layer.batch_select_indices(torch.tensor([1]))
+    assert torch.equal(layer.keys, expected[1:]) and layer.get_mask_sizes(1) == (8, 0)
