@@ -87,7 +87,7 @@ class HFPolicy(BasePolicy):
     """Batched, KV-cached generation with a transformers model; shares `.model` with the trainer."""
 
     def __init__(self, model: Any, tokenizer: Any, device: str | None = None, dtype: Any = None,
-                 max_batch_size: int = 64, prefix_cache_mb: float = 1024, growing_cache: bool = True) -> None:
+                 max_batch_size: int = 64, prefix_cache_mb: float = 512, growing_cache: bool = True) -> None:
         """`prefix_cache_mb`: memory for the KV of past sequences, reused when a prompt extends one (0 = off);
         `growing_cache`: write new KV in place in a preallocated buffer instead of concatenating per token."""
         torch = require("torch", "hf")
