@@ -3,7 +3,7 @@
     python benchmarks/train_speed.py                        # SmolLM2-135M, 2 samples x 256 tokens, threads 1,2
     python benchmarks/train_speed.py --threads 1 --samples 4 --tokens 512 --compile
 
-One row per configuration, all in one run (interleaved repeats, best kept). Each step is what the PPO
+One row per configuration, all in one run (best of --repeats steps after a warm-up step). Each step is what the PPO
 update does per micro-batch: `agentgym.train.update.forward` (backbone, LM head on the action
 positions only) with gradients, a policy-gradient loss on the action tokens, backward, AdamW step.
 The `score` column is the no-grad pass that recomputes old log-probs before the update. Samples look
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", default="full,lora,top8", help="which weights train: full, lora, top8")
     parser.add_argument("--no-bf16", action="store_true", help="skip the bf16 autocast rows")
     parser.add_argument("--compile", action="store_true", help="add torch.compile rows (slow to compile on CPU)")
-    parser.add_argument("--repeats", type=int, default=2, help="timed steps per configuration (best kept)")
+    parser.add_argument("--repeats", type=int, default=1, help="timed steps per configuration (best kept)")
     args = parser.parse_args(argv)
 
     import torch
@@ -133,21 +133,17 @@ def main(argv: list[str] | None = None) -> int:
           f"torch {torch.__version__}; CPU bf16 support: avx512_bf16={'avx512_bf16' in flags} "
           f"amx_bf16={'amx_bf16' in flags}")
     results: dict[str, dict[str, float]] = {}
-    prepared = {}
-    for config in configs:  # build and warm up each once: first-step allocations and compiles are not speed
+    for config in configs:  # one at a time: a copy of the model + AdamW state each (~2 GB for full)
         torch.set_num_threads(config.threads)
         model, optimizer = prepare(base, config)
-        one_step(model, optimizer, samples, config)
-        prepared[config.name] = (model, optimizer)
-    for _ in range(args.repeats):
-        for config in configs:
-            torch.set_num_threads(config.threads)
-            model, optimizer = prepared[config.name]
+        one_step(model, optimizer, samples, config)  # warm-up: first-step allocations and compiles are not speed
+        best = results.setdefault(config.name, {"step": 1e9, "cpu": 1e9, "score": 1e9})
+        for _ in range(args.repeats):
             step_wall, step_cpu = _clock(lambda: one_step(model, optimizer, samples, config))
             score_wall, _ = _clock(lambda: score(model, samples, config))
-            best = results.setdefault(config.name, {"step": 1e9, "cpu": 1e9, "score": 1e9})
             best["step"], best["cpu"] = min(best["step"], step_wall), min(best["cpu"], step_cpu)
             best["score"] = min(best["score"], score_wall)
+        del model, optimizer
     tokens = args.samples * args.tokens
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"\n(load average {load} on {os.cpu_count()} CPUs; tokens/s counts every token of the sequences)")
