@@ -8,6 +8,13 @@ Prompts are left-padded into one batch (position ids from the attention mask, so
 token's position), the prompt is run once and the KV cache carries the rest; finished rows are dropped
 from the batch and the cache as they end.
 
+Speed on a CPU (benchmarks/generation.py): new KV is written in place into a preallocated buffer
+(transformers' DynamicCache concatenates the whole cache at every token), and a prefix store keeps the
+KV of finished sequences so that a prompt extending one - the next turn of an episode in the
+trajectory layout, the G samples of one task, a shared system prompt - runs only its new tokens. The
+store is emptied whenever the weights change (in-place optimizer steps included), so reused KV is
+always the current model's; outputs equal the plain path's up to float summation order (tested).
+
 Logprobs: `log_softmax(logits / T)[token]` over the whole vocabulary, where T is the request's
 temperature (T = 1 for greedy, T = 0), before top-p truncation. That is the number a PPO trainer
 recomputes from the same prompt + response with the same temperature, so the importance ratio starts at
