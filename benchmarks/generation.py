@@ -99,6 +99,7 @@ class LlamaEngine:
         self.llm = Llama(model_path=gguf, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
                          n_batch=512, verbose=False)
         self.eos = self.llm.token_eos()
+        self.run([[1, 2, 3]], 2)  # warm-up: graph allocation and weight repacking are not generation speed
 
     def run(self, prompts: list[list[int]], max_tokens: int) -> list[list[int]]:
         outs = []
