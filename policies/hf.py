@@ -8,6 +8,13 @@ Prompts are left-padded into one batch (position ids from the attention mask, so
 token's position), the prompt is run once and the KV cache carries the rest; finished rows are dropped
 from the batch and the cache as they end.
 
+Speed on a CPU (benchmarks/generation.py): new KV is written in place into a preallocated buffer
+(transformers' DynamicCache concatenates the whole cache at every token), and a prefix store keeps the
+KV of finished sequences so that a prompt extending one - the next turn of an episode in the
+trajectory layout, the G samples of one task, a shared system prompt - runs only its new tokens. The
+store is emptied whenever the weights change (in-place optimizer steps included), so reused KV is
+always the current model's; outputs equal the plain path's up to float summation order (tested).
+
 Logprobs: `log_softmax(logits / T)[token]` over the whole vocabulary, where T is the request's
 temperature (T = 1 for greedy, T = 0), before top-p truncation. That is the number a PPO trainer
 recomputes from the same prompt + response with the same temperature, so the importance ratio starts at
@@ -21,7 +28,8 @@ from typing import Any, Sequence
 
 from agentgym.errors import PolicyError, require
 from agentgym.policies.base import BasePolicy, Generation, GenerationRequest, SamplingParams
-from agentgym.policies.models import DEFAULT_MODEL, default_device, default_dtype, load_model_and_tokenizer
+from agentgym.policies.models import (DEFAULT_MODEL, check_available, default_device, default_dtype,
+                                      load_model_and_tokenizer)
 
 
 @dataclass
@@ -86,7 +94,9 @@ class HFPolicy(BasePolicy):
     """Batched, KV-cached generation with a transformers model; shares `.model` with the trainer."""
 
     def __init__(self, model: Any, tokenizer: Any, device: str | None = None, dtype: Any = None,
-                 max_batch_size: int = 64) -> None:
+                 max_batch_size: int = 64, prefix_cache_mb: float = 512, growing_cache: bool = True) -> None:
+        """`prefix_cache_mb`: memory for the KV of past sequences, reused when a prompt extends one (0 = off);
+        `growing_cache`: write new KV in place in a preallocated buffer instead of concatenating per token."""
         torch = require("torch", "hf")
         self.model, self.tokenizer = model, tokenizer
         self.device = torch.device(device) if device else next(model.parameters()).device
@@ -101,11 +111,19 @@ class HFPolicy(BasePolicy):
         self.max_context = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
         self._lock = threading.Lock()  # one forward pass at a time: concurrent ones only thrash the CPU
         self._last_logits_only = _logits_to_keep_kwarg(model)
+        self.growing_cache = growing_cache
+        self.prefix_store = None
+        if prefix_cache_mb and prefix_cache_mb > 0:
+            from agentgym.policies.kv_cache import PrefixStore
+
+            self.prefix_store = PrefixStore(int(prefix_cache_mb * 2**20))
+        self._weights_seen: int | None = None
 
     @classmethod
     def from_pretrained(cls, name: str = DEFAULT_MODEL, device: str | None = None, dtype: Any = None,
                         **kwargs: Any) -> "HFPolicy":
         """Load a model spec (embedded name, local folder, .gguf file or hub id); fp32 on CPU, bf16 on GPU."""
+        check_available(name)  # a name that is nowhere fails now, not after seconds of imports and retries
         device = device or default_device()
         model, tokenizer = load_model_and_tokenizer(name, device, dtype or default_dtype(device))
         return cls(model, tokenizer, **kwargs)
@@ -131,6 +149,16 @@ class HFPolicy(BasePolicy):
             for name, tensor in state_dict.items():
                 if own[name].data_ptr() != tensor.data_ptr():
                     own[name].copy_(tensor)
+        self.clear_prefix_cache()
+
+    def clear_prefix_cache(self) -> None:
+        """Forget the stored KV (it belongs to the old weights)."""
+        if self.prefix_store is not None:
+            self.prefix_store.clear()
+
+    def _weights_version(self) -> int:
+        """Changes whenever a parameter is replaced or written in place (optimizer steps bump `_version`)."""
+        return hash(tuple((p.data_ptr(), p._version) for p in self.model.parameters()))
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         results: list[Generation | None] = [None] * len(requests)
@@ -143,6 +171,11 @@ class HFPolicy(BasePolicy):
                 rows.append(self._new_row(i, request))
         rows.sort(key=lambda r: len(r.prompt))  # similar lengths share a batch: less padding
         with self._lock:
+            if self.prefix_store is not None:
+                version = self._weights_version()
+                if version != self._weights_seen:  # trained in place since the last call: old KV is stale
+                    self.prefix_store.clear()
+                    self._weights_seen = version
             for start in range(0, len(rows), self.max_batch_size):
                 chunk = rows[start:start + self.max_batch_size]
                 try:
@@ -188,24 +221,109 @@ class HFPolicy(BasePolicy):
         self.model.eval()
         try:
             with torch.inference_mode():
+                if self.prefix_store is not None:
+                    self._share_group_prompts(rows)
                 self._decode_loop(rows)
         finally:
             self.model.train(was_training)
 
+    def _new_cache(self, capacity: int) -> Any:
+        if not self.growing_cache:
+            return None  # the model makes its own DynamicCache
+        from agentgym.policies.kv_cache import growing_cache
+
+        return growing_cache(self.model.config.get_text_config().num_hidden_layers, capacity)
+
     def _prefill(self, rows: list[_Row]) -> tuple[Any, Any, Any]:
-        """Run the left-padded prompts once; returns (last logits, attention mask, KV cache)."""
+        """Run the left-padded prompts once; returns (last logits, attention mask, KV cache).
+
+        With a prefix store, each row starts from the longest stored prefix of its prompt: the reused
+        KV is right-aligned in a cache region of P columns, and only the last S prompt tokens run,
+        where S is the most any row has left to run (rows with less re-run a few covered tokens).
+        """
         torch = require("torch", "hf")
-        width = max(len(r.prompt) for r in rows)
-        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        reuse = [self._stored_prefix(row) for row in rows]
+        run = max(len(row.prompt) - n for row, (n, _) in zip(rows, reuse))
+        used = [max(0, len(row.prompt) - run) for row in rows]
+        past = max(used)
+        capacity = past + run + max(row.max_new for row in rows) + 1
+        cache = self._new_cache(capacity)
+        ids = torch.full((len(rows), run), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), past + run), dtype=torch.long)
         for b, row in enumerate(rows):
-            ids[b, width - len(row.prompt):] = torch.tensor(row.prompt)
-            mask[b, width - len(row.prompt):] = 1
+            tail = row.prompt[len(row.prompt) - min(run, len(row.prompt)):]
+            ids[b, run - len(tail):] = torch.tensor(tail)
+            mask[b, past + run - len(tail):] = 1
+            mask[b, past - used[b]:past] = 1
+        if past:
+            cache = self._preload(cache, [entry for _, entry in reuse], used, past, capacity)
+        if self.prefix_store is not None:
+            self.prefix_store.hit_tokens += sum(used)
+            self.prefix_store.miss_tokens += sum(len(r.prompt) for r in rows) - sum(used)
         ids, mask = ids.to(self.device), mask.to(self.device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                         **self._last_logits_only)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, past:]
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                         use_cache=True, **self._last_logits_only)
         return out.logits[:, -1, :].float(), mask, out.past_key_values
+
+    def _stored_prefix(self, row: _Row) -> tuple[int, Any]:
+        """(prompt tokens whose KV the store holds, the entry); at least one token is always left to run."""
+        if self.prefix_store is None:
+            return 0, None
+        n, entry = self.prefix_store.longest(row.prompt)
+        return min(n, len(row.prompt) - 1), entry
+
+    def _preload(self, cache: Any, entries: list[Any], used: list[int], past: int, capacity: int) -> Any:
+        """A cache whose first `past` columns hold each row's reused prefix, right-aligned (zeros before)."""
+        torch = require("torch", "hf")
+        from agentgym.policies.kv_cache import growing_cache
+
+        sample = next(e for e in entries if e is not None)
+        cache = cache if cache is not None else growing_cache(len(sample.keys), capacity)
+        for layer_index, layer in enumerate(cache.layers):
+            heads, _, dim = sample.keys[layer_index].shape
+            keys = torch.zeros((len(entries), heads, past, dim), dtype=sample.keys[layer_index].dtype,
+                               device=self.device)
+            values = torch.zeros_like(keys)
+            for b, (entry, n) in enumerate(zip(entries, used)):
+                if n:
+                    keys[b, :, past - n:] = entry.keys[layer_index][:, :n]
+                    values[b, :, past - n:] = entry.values[layer_index][:, :n]
+            layer.preload(keys, values, capacity)
+        return cache
+
+    def _remember(self, rows: list[_Row], mask: Any, cache: Any, batch_positions: list[int]) -> None:
+        """Store the KV of finished rows (prompt + all but the last token: the last was never fed)."""
+        if self.prefix_store is None or not hasattr(cache, "layers"):
+            return
+        import numpy as np
+
+        from agentgym.policies.kv_cache import CachedSequence
+
+        for b in batch_positions:
+            row = rows[b]
+            sequence = row.prompt + row.tokens[:-1]
+            columns = mask[b].nonzero().squeeze(1)
+            if len(columns) != len(sequence):  # cannot happen; never store KV that does not match its tokens
+                continue
+            keys = [layer.keys[b].index_select(1, columns) for layer in cache.layers]
+            values = [layer.values[b].index_select(1, columns) for layer in cache.layers]
+            self.prefix_store.add(CachedSequence(np.asarray(sequence, dtype=np.int64), keys, values))
+
+    def _share_group_prompts(self, rows: list[_Row]) -> None:
+        """Prompts that several rows share (a group's G samples of one task) run once, then are reused."""
+        counts: dict[tuple[int, ...], int] = {}
+        for row in rows:
+            counts[tuple(row.prompt)] = counts.get(tuple(row.prompt), 0) + 1
+        shared = [list(p) for p, c in counts.items() if c > 1 and self._stored_prefix_len(p) < len(p) - 1]
+        if not shared:
+            return
+        probes = [_Row(-1, prompt, SamplingParams(), None, tokens=[0], max_new=0) for prompt in shared]
+        _, mask, cache = self._prefill(probes)
+        self._remember(probes, mask, cache, list(range(len(probes))))
+
+    def _stored_prefix_len(self, prompt: list[int]) -> int:
+        return self.prefix_store.longest(prompt)[0] if self.prefix_store is not None else 0
 
     def _decode_loop(self, rows: list[_Row]) -> None:
         torch = require("torch", "hf")
@@ -214,6 +332,9 @@ class HFPolicy(BasePolicy):
         while True:
             tokens = self._sample([rows[r] for r in active], logits)
             keep = [b for b, r in enumerate(active) if rows[r].finish is None]
+            done = [b for b, r in enumerate(active) if rows[r].finish is not None]
+            if done:
+                self._remember([rows[r] for r in active], mask, cache, done)
             if not keep:
                 return
             if len(keep) < len(active):  # drop finished rows from the batch and the cache

