@@ -200,6 +200,9 @@ class TrainSection:
     verify_samples: int = 0
     """How many samples (turns in the step layout, episodes in the trajectory layout) to verify per batch,
     drawn at random; 0 = every one."""
+    distributed: Literal["none", "ddp"] = "none"
+    """Data-parallel training over torchrun's processes (ddp: DistributedDataParallel, gloo on CPU, nccl on
+    CUDA); under torchrun "none" means ddp. See README "Scaling out"."""
 
     def __post_init__(self) -> None:
         _check(self.iterations >= 1, f"train.iterations must be >= 1, got {self.iterations}")

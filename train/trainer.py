@@ -24,6 +24,7 @@ from agentgym.errors import TokenMismatchError
 from agentgym.policies.base import SamplingParams
 from agentgym.rollout import RolloutConfig, next_prompt_ids, rollout
 from agentgym.train import checkpoint as ck
+from agentgym.train import distributed as D
 from agentgym.train.advantages import last_rows
 from agentgym.train.config import TrainConfig
 from agentgym.train.metrics import MetricsWriter, rollout_metrics, write_rollouts
@@ -95,10 +96,16 @@ class Trainer:
         self.iteration = 0
         self.next_seed = config.rollout.seed_start
         self._resume()
-        ck.write_json(self.run_dir / "config.json", config.to_dict())
+        # after the resume: DDP starts every rank from rank 0's (restored) weights
+        mode = config.train.distributed if config.train.distributed != "none" or D.launched_world() == 1 else "ddp"
+        self.dist = D.setup(mode, self.model, self.device, self.critic is not None)
+        self.is_main = self.dist is None or self.dist.is_main
         lg = config.logging
-        self.writer = MetricsWriter(self.run_dir, config.train.iterations, self.iteration, lg.tensorboard, lg.wandb,
-                                    lg.wandb_project, config.to_dict(), lg.progress)
+        self.writer = None
+        if self.is_main:
+            ck.write_json(self.run_dir / "config.json", config.to_dict())
+            self.writer = MetricsWriter(self.run_dir, config.train.iterations, self.iteration, lg.tensorboard,
+                                        lg.wandb, lg.wandb_project, config.to_dict(), lg.progress)
 
     # ------------------------------------------------------------------ rollouts
     def _rollout_config(self, max_turns: int | None, temperature: float, seed: int | None) -> RolloutConfig:
@@ -158,9 +165,14 @@ class Trainer:
     def step(self) -> dict[str, Any]:
         it, cfg = self.iteration, self.cfg
         t0 = time.perf_counter()
-        batch, first, drop_stats = self.collect(it)
+        if self.dist is None:
+            batch, first, drop_stats = self.collect(it)
+        else:  # rank 0 rolls out for all ranks
+            collected = (*self.collect(it), self.next_seed) if self.is_main else None
+            batch, first, drop_stats, self.next_seed = D.broadcast(self.dist, collected)
         t1 = time.perf_counter()
-        write_rollouts(self.run_dir, it, first)
+        if self.is_main:
+            write_rollouts(self.run_dir, it, first)
         metrics: dict[str, Any] = {**rollout_metrics(first), **drop_stats, "max_turns": turn_cap(cfg, it) or 0}
         if cfg.train.verify_tokens:
             metrics.update(self.verify_tokens(batch))
@@ -171,7 +183,8 @@ class Trainer:
             scored = score(self.c, samples, cfg)
             final = self._final_values(batch, table) if self.critic is not None else None
             targets = build_targets(cfg.algorithm, table, batch, samples, scored, final)
-            stats = ppo_update(self.c, samples, scored, targets, cfg, shuffle_seed=cfg.train.seed * 1_000_003 + it)
+            stats = ppo_update(self.c, samples, scored, targets, cfg, shuffle_seed=cfg.train.seed * 1_000_003 + it,
+                               dist=self.dist)
             self._push_weights()
             metrics.update(stats.as_metrics())
             metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.tis_cap))
@@ -230,11 +243,16 @@ class Trainer:
         while self.iteration < cfg.train.iterations:
             metrics = self.step()
             done = self.iteration
+            if not self.is_main:  # rank 0 evaluates, logs and saves (DDP keeps the weights replicated)
+                if (cfg.checkpoint.every and done % cfg.checkpoint.every == 0) or done == cfg.train.iterations:
+                    D.barrier(self.dist)
+                continue
             if cfg.eval.every and (done % cfg.eval.every == 0 or done == cfg.train.iterations):
                 metrics.update(self.evaluate())
             self.writer.write(done - 1, metrics)
             if (cfg.checkpoint.every and done % cfg.checkpoint.every == 0) or done == cfg.train.iterations:
                 self.save()
+                D.barrier(self.dist)
 
     def save(self) -> Path:
         state = {"optimizer": self.optimizer.state_dict(), "next_seed": self.next_seed,
@@ -256,12 +274,15 @@ class Trainer:
             self.scheduler.load_state_dict(state["scheduler"])
         ck.set_rng_state(state["rng"])
         self.iteration, self.next_seed = int(state["iteration"]), int(state["next_seed"])
-        _truncate_metrics(self.run_dir / "metrics.jsonl", self.iteration)
-        _truncate_metrics(self.run_dir / "rollouts.jsonl", self.iteration)
+        if D.launched_rank() == 0:  # one writer of the run's files
+            _truncate_metrics(self.run_dir / "metrics.jsonl", self.iteration)
+            _truncate_metrics(self.run_dir / "rollouts.jsonl", self.iteration)
         self._push_weights()  # a rollout engine with its own copy still holds the initial weights
 
     def close(self) -> None:
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
+        D.shutdown(getattr(self, "dist", None))
         close = getattr(self.policy, "close", None)
         if callable(close) and self._separate_policy():
             close()
