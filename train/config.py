@@ -80,6 +80,8 @@ class RolloutSection:
     top_p: float = 1.0
     executor: Literal["serial", "thread", "process", "ray"] = "thread"
     env_workers: int = 8
+    ray_address: str = ""
+    """executor=ray: the Ray cluster to join ("HOST:6379" of `ray start --head`, "auto"); "" starts a local one."""
     seed_start: int = 0
     """Training seeds are seed_start, seed_start+1, ... (one per group, never reused)."""
     keep_task: bool = True
