@@ -4,7 +4,8 @@ Rank 0 rolls out and broadcasts the batch; every rank scores it; each mini-batch
 ranks, whose gradients torch's DistributedDataParallel all-reduces (gloo on CPU, nccl on CUDA). The
 loss of a micro-batch is already normalised by the whole mini-batch's denominator, so scaling it by
 the world size turns DDP's gradient mean into the 1-process gradient sum: after one step the loss and
-the weights equal a 1-process run on the same batch (within float tolerance).
+the weights equal a 1-process run on the same batch (within float tolerance). Checkpoints add every
+rank's model + optimizer state written with torch.distributed.checkpoint (ckpt-N/dcp/).
 """
 from __future__ import annotations
 
@@ -113,6 +114,26 @@ def all_reduce_sum(ctx: DistContext | None, values: Sequence[float]) -> list[flo
     t = torch.tensor(list(values), dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return t.tolist()
+
+
+def save_sharded(ctx: DistContext, optimizer: Any, target: Any) -> None:
+    """Every rank writes its part of the model and optimizer state with torch.distributed.checkpoint."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    model_sd, optim_sd = get_state_dict(ctx.ddp, optimizer)
+    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(target))
+
+
+def load_sharded(ctx: DistContext, optimizer: Any, source: Any) -> None:
+    """Restore model and optimizer state in place from a `save_sharded` directory (every rank)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    model_sd, optim_sd = get_state_dict(ctx.ddp, optimizer)
+    state = {"model": model_sd, "optim": optim_sd}
+    dcp.load(state, checkpoint_id=str(source))
+    set_state_dict(ctx.ddp, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
 
 
 def shutdown(ctx: DistContext | None) -> None:

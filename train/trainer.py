@@ -95,11 +95,10 @@ class Trainer:
         self.device, self.env_id, self.tools, self.pad_id = c.device, c.env_id, c.tools, c.pad_id
         self.iteration = 0
         self.next_seed = config.rollout.seed_start
-        self._resume()
-        # after the resume: DDP starts every rank from rank 0's (restored) weights
         mode = config.train.distributed if config.train.distributed != "none" or D.launched_world() == 1 else "ddp"
         self.dist = D.setup(mode, self.model, self.device, self.critic is not None)
         self.is_main = self.dist is None or self.dist.is_main
+        self._resume()  # every rank restores the same state in place (DDP holds the same module)
         lg = config.logging
         self.writer = None
         if self.is_main:
@@ -244,23 +243,31 @@ class Trainer:
         while self.iteration < cfg.train.iterations:
             metrics = self.step()
             done = self.iteration
-            if not self.is_main:  # rank 0 evaluates, logs and saves (DDP keeps the weights replicated)
-                if (cfg.checkpoint.every and done % cfg.checkpoint.every == 0) or done == cfg.train.iterations:
-                    D.barrier(self.dist)
-                continue
-            if cfg.eval.every and (done % cfg.eval.every == 0 or done == cfg.train.iterations):
-                metrics.update(self.evaluate())
-            self.writer.write(done - 1, metrics)
-            if (cfg.checkpoint.every and done % cfg.checkpoint.every == 0) or done == cfg.train.iterations:
+            due = (cfg.checkpoint.every and done % cfg.checkpoint.every == 0) or done == cfg.train.iterations
+            if self.is_main:  # rank 0 evaluates and logs
+                if cfg.eval.every and (done % cfg.eval.every == 0 or done == cfg.train.iterations):
+                    metrics.update(self.evaluate())
+                self.writer.write(done - 1, metrics)
+            if due:
                 self.save()
-                D.barrier(self.dist)
 
     def save(self) -> Path:
         state = {"optimizer": self.optimizer.state_dict(), "next_seed": self.next_seed,
                  "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                  "critic": self.critic.state_dict() if self.critic is not None else None}
-        return ck.save_checkpoint(self.run_dir, self.iteration, self.model, self.tokenizer, state,
-                                  self.cfg.checkpoint.keep)
+        if self.dist is None:
+            return ck.save_checkpoint(self.run_dir, self.iteration, self.model, self.tokenizer, state,
+                                      self.cfg.checkpoint.keep)
+        # every rank writes its shard of model + optimizer; rank 0 adds the HF weights and moves `latest`
+        shards = self.run_dir / f".tmp-dcp-{self.iteration}"
+        D.save_sharded(self.dist, self.optimizer, shards)
+        D.barrier(self.dist)
+        ckpt = self.run_dir / f"ckpt-{self.iteration}"
+        if self.is_main:
+            ckpt = ck.save_checkpoint(self.run_dir, self.iteration, self.model, self.tokenizer, state,
+                                      self.cfg.checkpoint.keep, extra_dirs={"dcp": shards})
+        D.barrier(self.dist)
+        return ckpt
 
     def _resume(self) -> None:
         ckpt = ck.find_checkpoint(self.cfg.checkpoint.resume, self.run_dir)
@@ -270,7 +277,10 @@ class Trainer:
         ck.load_weights_into(self.model, ckpt)
         if self.critic is not None and state.get("critic") is not None:
             self.critic.load_state_dict(state["critic"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        if self.dist is not None and (ckpt / "dcp").is_dir():
+            D.load_sharded(self.dist, self.optimizer, ckpt / "dcp")
+        else:
+            self.optimizer.load_state_dict(state["optimizer"])
         if self.scheduler is not None and state.get("scheduler") is not None:
             self.scheduler.load_state_dict(state["scheduler"])
         ck.set_rng_state(state["rng"])
