@@ -368,7 +368,9 @@ class RayPool(EnvPool):
             except ConnectionError as exc:
                 raise ConfigError(f"rollout.ray_address={address!r}: no Ray cluster there ({exc}); start one with "
                                   "`ray start --head` or leave the address empty for a local one") from None
-        self._actor_cls = ray.remote(_EnvActor).options(scheduling_strategy="SPREAD")
+        self._actor_cls = ray.remote(_EnvActor)
+        # round-robin over the live nodes (soft: elsewhere if that node is gone); Ray's "SPREAD" is best-effort
+        self._nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU")]
         self._args = (env, env_kwargs, max_turns)
         count = max(1, min(n, workers or int(ray.available_resources().get("CPU", 1))))
         self._indices = [list(range(w, n, count)) for w in range(count)]
@@ -376,8 +378,13 @@ class RayPool(EnvPool):
         self.replaced = 0
 
     def _new_actor(self, w: int) -> Any:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
         env, env_kwargs, max_turns = self._args
-        return self._actor_cls.remote(env, self._indices[w], env_kwargs, max_turns)
+        strategy = NodeAffinitySchedulingStrategy(self._nodes[w % len(self._nodes)], soft=True) \
+            if self._nodes else "SPREAD"
+        return self._actor_cls.options(scheduling_strategy=strategy).remote(env, self._indices[w], env_kwargs,
+                                                                             max_turns)
 
     def nodes(self) -> list[str]:
         """The Ray node id each actor runs on."""

@@ -41,6 +41,8 @@ def cluster(tmp_path_factory):
     try:
         subprocess.run([*_ray_cli(), "start", "--address", address, *common], check=True, env=env,
                        capture_output=True, timeout=120)
+        if ray.is_initialized():  # an earlier test's local session (test_vector.py)
+            ray.shutdown()
         ray.init(address=address, log_to_driver=False)
         deadline = time.time() + 60
         while len([n for n in ray.nodes() if n["Alive"]]) < 2 and time.time() < deadline:
