@@ -52,6 +52,7 @@ class RolloutConfig:
     max_inflight_batches: int = 1           # async: generate calls at once (>1 suits servers that batch)
     env_timeout_s: float | None = None      # an env step slower than this fails its episode
     keep_task: bool = True                  # step layout: restate the task once it leaves the window
+    ray_address: str = ""                   # executor=ray: a running cluster ("HOST:6379", "auto"); "" = local
 
     def __post_init__(self) -> None:
         if self.max_turns is not None and self.max_turns < 1:
@@ -315,7 +316,7 @@ def rollout(env: str | Callable[[], Any] | EnvPool, policy: Policy, chat: ChatFo
     own_pool = not isinstance(env, EnvPool)
     if own_pool:
         pool = make_pool(env, len(episodes), config.executor, config.env_workers, env_kwargs, config.max_turns,
-                         config.env_timeout_s)
+                         config.env_timeout_s, ray_address=config.ray_address)
     elif env.n < len(episodes):
         raise ConfigError(f"the env pool holds {env.n} envs but this rollout needs {len(episodes)} "
                           f"({len(seeds)} seeds x group_size {group_size}); make a bigger pool")

@@ -354,16 +354,41 @@ class ProcessPool(EnvPool):
 
 
 class RayPool(EnvPool):
-    """Envs held by Ray actors (env `i` in actor `i % workers`); needs `pip install 'agentgym[ray]'`."""
+    """Envs held by Ray actors (env `i` in actor `i % workers`), spread over the cluster's nodes; needs
+    `pip install 'agentgym[ray]'`. `address`: a running cluster ("127.0.0.1:6379", "auto"); "" starts or
+    joins a local one (RAY_ADDRESS is honoured). A dead actor is its episodes' failure and is replaced."""
 
-    def __init__(self, env: EnvSpecLike, n: int, env_kwargs=None, max_turns=None, timeout_s=None, workers: int = 0):
+    def __init__(self, env: EnvSpecLike, n: int, env_kwargs=None, max_turns=None, timeout_s=None, workers: int = 0,
+                 address: str = ""):
         super().__init__(env, n, env_kwargs, max_turns, timeout_s)
         self.ray = ray = require("ray", "ray")
         if not ray.is_initialized():
-            ray.init(ignore_reinit_error=True, log_to_driver=False)
-        actor_cls = ray.remote(_EnvActor)
+            try:
+                ray.init(address=address or None, ignore_reinit_error=True, log_to_driver=False)
+            except ConnectionError as exc:
+                raise ConfigError(f"rollout.ray_address={address!r}: no Ray cluster there ({exc}); start one with "
+                                  "`ray start --head` or leave the address empty for a local one") from None
+        self._actor_cls = ray.remote(_EnvActor)
+        # round-robin over the live nodes (soft: elsewhere if that node is gone); Ray's "SPREAD" is best-effort
+        self._nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU")]
+        self._args = (env, env_kwargs, max_turns)
         count = max(1, min(n, workers or int(ray.available_resources().get("CPU", 1))))
-        self.actors = [actor_cls.remote(env, list(range(w, n, count)), env_kwargs, max_turns) for w in range(count)]
+        self._indices = [list(range(w, n, count)) for w in range(count)]
+        self.actors = [self._new_actor(w) for w in range(count)]
+        self.replaced = 0
+
+    def _new_actor(self, w: int) -> Any:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        env, env_kwargs, max_turns = self._args
+        strategy = NodeAffinitySchedulingStrategy(self._nodes[w % len(self._nodes)], soft=True) \
+            if self._nodes else "SPREAD"
+        return self._actor_cls.options(scheduling_strategy=strategy).remote(env, self._indices[w], env_kwargs,
+                                                                             max_turns)
+
+    def nodes(self) -> list[str]:
+        """The Ray node id each actor runs on."""
+        return self.ray.get([a.node_id.remote() for a in self.actors])
 
     def _run(self, kind: str, items: list[tuple]) -> list[Any]:
         by_actor: dict[int, list[int]] = {}
@@ -374,11 +399,20 @@ class RayPool(EnvPool):
         for a, positions in by_actor.items():
             try:
                 got = self.ray.get(refs[a], timeout=self.timeout_s)
-            except Exception as exc:  # actor died or timed out
-                got = EnvFailure(f"ray actor {a} failed: {type(exc).__name__}: {exc}")
+            except Exception as exc:  # actor died or timed out: its envs' episodes fail, a fresh actor takes over
+                got = EnvFailure(f"ray actor {a} failed: {type(exc).__name__}: {str(exc)[:300]}")
+                self._replace(a)
             for k, p in enumerate(positions):
                 out[p] = got if isinstance(got, EnvFailure) else got[k]
         return out
+
+    def _replace(self, a: int) -> None:
+        try:
+            self.ray.kill(self.actors[a])
+        except Exception:
+            pass
+        self.actors[a] = self._new_actor(a)
+        self.replaced += 1
 
     def close(self) -> None:
         for actor in getattr(self, "actors", ()):
@@ -396,6 +430,11 @@ class _EnvActor:
         self.env_spec = env_spec
         self.envs = {i: build_env(env_spec, env_kwargs, max_turns) for i in indices}
 
+    def node_id(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
     def run(self, kind: str, items: list[tuple]) -> list[Any]:
         out = []
         for item in items:
@@ -411,7 +450,7 @@ class _EnvActor:
 
 def make_pool(env: EnvSpecLike, n: int, executor: str = "thread", workers: int = 0,
               env_kwargs: dict[str, Any] | None = None, max_turns: int | None = None,
-              timeout_s: float | None = None) -> EnvPool:
+              timeout_s: float | None = None, ray_address: str = "") -> EnvPool:
     """A pool of `n` envs stepping on `executor` ("serial", "thread", "process" or "ray")."""
     if n < 1:
         raise ConfigError(f"a pool needs at least one env, got n={n}")
@@ -422,5 +461,5 @@ def make_pool(env: EnvSpecLike, n: int, executor: str = "thread", workers: int =
     if executor == "process":
         return ProcessPool(env, n, env_kwargs, max_turns, timeout_s, workers=workers)
     if executor == "ray":
-        return RayPool(env, n, env_kwargs, max_turns, timeout_s, workers=workers)
+        return RayPool(env, n, env_kwargs, max_turns, timeout_s, workers=workers, address=ray_address)
     raise ConfigError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")

@@ -16,6 +16,11 @@ what the `hf` policy records), llama.cpp's are of the raw logits. Missing values
 Failures never hang a rollout: each request has a timeout, 429/5xx and connection errors are retried
 with bounded exponential backoff, and a request that still fails comes back as a Generation with
 `finish_reason="error"` and the reason in `error`; the rest of the batch is unaffected.
+
+Several servers (a list of base URLs, or one string with commas): each attempt goes to the up server
+with the fewest requests outstanding; a connection error or 5xx marks that server down for `down_s`
+seconds and the request is retried at once on another one; after `down_s` the server is tried again
+and is up again on its first answer.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import logging
 import math
 import random
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -42,6 +48,43 @@ class OpenAIGeneration(Generation):
     """A Generation that also says whether its token ids came from re-tokenising the server's text."""
 
     retokenized: bool = False
+
+
+@dataclass
+class ServerState:
+    """One inference server as the policy sees it (mutated on the policy's event loop only)."""
+
+    url: str                  # ".../v1"
+    outstanding: int = 0
+    answered: int = 0
+    failures: int = 0
+    down_until: float = 0.0   # time.monotonic() before which it is not picked while another is up
+
+    def is_up(self, now: float) -> bool:
+        return self.down_until <= now
+
+
+def server_urls(base_url: str | Sequence[str]) -> list[str]:
+    """Normalised ".../v1" URLs of one URL, a comma-separated string or a list; PolicyError if bad."""
+    raw = base_url.split(",") if isinstance(base_url, str) else list(base_url)
+    urls = [u.strip().rstrip("/") for u in raw if u and u.strip()]
+    if not urls:
+        raise PolicyError("openai policy needs at least one base URL, e.g. http://127.0.0.1:8000")
+    for u in urls:
+        if not u.startswith(("http://", "https://")):
+            raise PolicyError(f"openai base URL must start with http:// or https://, got {u!r}")
+    return [u if u.endswith("/v1") else u + "/v1" for u in urls]
+
+
+def pick_server(servers: Sequence[ServerState], now: float, avoid: set[str]) -> ServerState:
+    """Least-outstanding among up servers not yet tried for this request; else among up ones; else the
+    one whose down time ends first (a request is never refused just because every server looks down)."""
+    up = [s for s in servers if s.is_up(now)]
+    fresh = [s for s in up if s.url not in avoid]
+    pool = fresh or up
+    if not pool:
+        return min(servers, key=lambda s: s.down_until)
+    return min(pool, key=lambda s: (s.outstanding, s.answered))
 
 
 class _Unsupported(Exception):
@@ -102,19 +145,18 @@ def error_generation(message: str) -> OpenAIGeneration:
 class OpenAIPolicy(BasePolicy):
     """Batched async client for an OpenAI-compatible `/v1/completions` endpoint."""
 
-    def __init__(self, base_url: str, model: str | None = None, tokenizer: Any = None, *,
+    def __init__(self, base_url: str | Sequence[str], model: str | None = None, tokenizer: Any = None, *,
                  max_concurrency: int = 16, timeout: float = 120.0, connect_timeout: float = 10.0,
                  max_retries: int = 4, backoff: float = 0.5, max_backoff: float = 8.0,
                  api_key: str | None = None, retokenize: bool = False,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise PolicyError(f"openai base URL must start with http:// or https://, got {base_url!r}")
+                 transport: httpx.AsyncBaseTransport | None = None, down_s: float = 10.0) -> None:
+        self.servers = [ServerState(u) for u in server_urls(base_url)]
+        self.down_s = down_s
         if retokenize and tokenizer is None:
             raise PolicyError("retokenize=True needs a local tokenizer (tokenizer=...) of the served model")
         if max_concurrency < 1 or max_retries < 0 or timeout <= 0:
             raise PolicyError("need max_concurrency >= 1, max_retries >= 0 and timeout > 0")
-        url = base_url.rstrip("/")
-        self.base_url = url if url.endswith("/v1") else url + "/v1"
+        self.base_url = self.servers[0].url  # the first server (messages, model discovery)
         self.model, self.tokenizer, self.retokenize = model, tokenizer, retokenize
         self.max_concurrency, self.max_retries = max_concurrency, max_retries
         self.backoff, self.max_backoff = backoff, max_backoff
@@ -195,22 +237,34 @@ class OpenAIPolicy(BasePolicy):
         return self.tokenizer.decode(list(request.prompt_ids), skip_special_tokens=False)
 
     async def _complete(self, client: httpx.AsyncClient, request: GenerationRequest) -> dict[str, Any]:
-        """POST with retries; returns the first choice or raises _Failed / _Unsupported."""
-        last, wait, retry_after = "no attempt made", False, None
+        """POST with retries (on another server where there is one); returns the first choice or raises
+        _Failed / _Unsupported."""
+        last, wait, retry_after, tried = "no attempt made", False, None, set()
         for attempt in range(self.max_retries + 1):
             if wait:
                 await asyncio.sleep(backoff_delay(attempt - 1, self.backoff, self.max_backoff, retry_after))
             wait, retry_after = True, None
+            server = pick_server(self.servers, time.monotonic(), tried)
             body = completion_body(self.model or "default", request, self._prompt(request))
+            server.outstanding += 1
             try:  # httpx times each phase; wait_for also bounds a server that trickles bytes forever
-                response = await asyncio.wait_for(client.post(f"{self.base_url}/completions", json=body),
+                response = await asyncio.wait_for(client.post(f"{server.url}/completions", json=body),
                                                   self.request_timeout)
             except (httpx.TransportError, asyncio.TimeoutError) as exc:  # the server may come back
-                last = f"{type(exc).__name__}: {exc or 'no answer within the timeout'}"
+                last = f"{server.url}: {type(exc).__name__}: {exc or 'no answer within the timeout'}"
+                wait = self._mark_down(server, tried)
                 continue
+            finally:
+                server.outstanding -= 1
             if response.status_code == 200:
+                server.answered += 1
+                server.down_until = 0.0  # up (again)
                 return self._first_choice(response)
-            last = f"HTTP {response.status_code}: {response.text[:300]}"
+            last = f"{server.url}: HTTP {response.status_code}: {response.text[:300]}"
+            if response.status_code >= 500 and not self._rejects_id_prompt(response, body):
+                retry_after = response.headers.get("retry-after")
+                wait = self._mark_down(server, tried)
+                continue
             if self._rejects_id_prompt(response, body):
                 self._fall_back_to_text(response)
                 wait = False  # not a failure: resend at once as text
@@ -219,7 +273,16 @@ class OpenAIPolicy(BasePolicy):
                 retry_after = response.headers.get("retry-after")
                 continue
             raise _Failed(f"server refused the request ({last})")
-        raise _Failed(f"gave up after {self.max_retries + 1} attempts to {self.base_url}: {last}")
+        where = self.base_url if len(self.servers) == 1 else f"{len(self.servers)} servers"
+        raise _Failed(f"gave up after {self.max_retries + 1} attempts to {where}: {last}")
+
+    def _mark_down(self, server: ServerState, tried: set[str]) -> bool:
+        """Mark `server` down; True if the next attempt must back off (no other server is up)."""
+        server.failures += 1
+        server.down_until = time.monotonic() + self.down_s
+        tried.add(server.url)
+        now = time.monotonic()
+        return not any(s.is_up(now) and s.url not in tried for s in self.servers)
 
     @staticmethod
     def _first_choice(response: httpx.Response) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Specs:
   hf[:MODEL]                   transformers (MODEL: smollm2-135m-instruct (default), a folder, a .gguf, a hub id)
   checkpoint:DIR               a training checkpoint (DIR/model in HF format, or DIR/latest -> step folder)
-  openai:URL[#MODEL]           an OpenAI-compatible server; pass tokenizer=... (object or model spec)
+  openai:URL[#MODEL]           an OpenAI-compatible server; pass tokenizer=... (object or model spec);
+                               several servers as URL,URL,... (least-outstanding, failover)
   vllm:MODEL                   the in-process vLLM engine (GPU)
   random | oracle              a random admissible action / the env's oracle action
   scripted:FILE_OR_MODULE:FUNC a function (EnvContext) -> str from a .py file or an importable module

@@ -3,6 +3,7 @@
     run_dir/ckpt-N/model/        HF `save_pretrained` (safetensors) + tokenizer; with LoRA the merged
                                  model, so `checkpoint:DIR` policies and eval load it like any model
     run_dir/ckpt-N/adapter/      LoRA adapter weights (resume trains the adapter, not the merge)
+    run_dir/ckpt-N/dcp/          under torchrun: model + optimizer state from every rank (torch.distributed.checkpoint)
     run_dir/ckpt-N/trainer.pt    optimizer, critic, RNG states (python, numpy, torch), iteration, next seed
     run_dir/latest               the name of the newest complete checkpoint (written last)
 """
@@ -54,14 +55,17 @@ def save_model(model: Any, tokenizer: Any, target: Path) -> None:
 
 
 def save_checkpoint(run_dir: Path, iteration: int, model: Any, tokenizer: Any, state: dict[str, Any],
-                    keep: int = 2) -> Path:
-    """Write ckpt-<iteration>/, then point `latest` at it, then drop old ones beyond `keep`."""
+                    keep: int = 2, extra_dirs: dict[str, Path] | None = None) -> Path:
+    """Write ckpt-<iteration>/, then point `latest` at it, then drop old ones beyond `keep`.
+    `extra_dirs` (name -> a finished directory, e.g. sharded `dcp/` state) move in before `latest` moves."""
     ckpt = run_dir / f"ckpt-{iteration}"
     tmp = run_dir / f".tmp-ckpt-{iteration}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     save_model(model, tokenizer, tmp / "model")
     torch.save({**state, "rng": rng_state(), "iteration": iteration}, tmp / "trainer.pt")
+    for name, path in (extra_dirs or {}).items():
+        shutil.move(str(path), str(tmp / name))
     shutil.rmtree(ckpt, ignore_errors=True)
     tmp.rename(ckpt)
     (run_dir / LATEST).write_text(ckpt.name)

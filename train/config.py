@@ -80,6 +80,8 @@ class RolloutSection:
     top_p: float = 1.0
     executor: Literal["serial", "thread", "process", "ray"] = "thread"
     env_workers: int = 8
+    ray_address: str = ""
+    """executor=ray: the Ray cluster to join ("HOST:6379" of `ray start --head`, "auto"); "" starts a local one."""
     seed_start: int = 0
     """Training seeds are seed_start, seed_start+1, ... (one per group, never reused)."""
     keep_task: bool = True
@@ -200,6 +202,9 @@ class TrainSection:
     verify_samples: int = 0
     """How many samples (turns in the step layout, episodes in the trajectory layout) to verify per batch,
     drawn at random; 0 = every one."""
+    distributed: Literal["none", "ddp"] = "none"
+    """Data-parallel training over torchrun's processes (ddp: DistributedDataParallel, gloo on CPU, nccl on
+    CUDA); under torchrun "none" means ddp. See README "Scaling out"."""
 
     def __post_init__(self) -> None:
         _check(self.iterations >= 1, f"train.iterations must be >= 1, got {self.iterations}")

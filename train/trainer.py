@@ -24,6 +24,7 @@ from agentgym.errors import TokenMismatchError
 from agentgym.policies.base import SamplingParams
 from agentgym.rollout import RolloutConfig, next_prompt_ids, rollout
 from agentgym.train import checkpoint as ck
+from agentgym.train import distributed as D
 from agentgym.train.advantages import last_rows
 from agentgym.train.config import TrainConfig
 from agentgym.train.metrics import MetricsWriter, rollout_metrics, write_rollouts
@@ -94,11 +95,16 @@ class Trainer:
         self.device, self.env_id, self.tools, self.pad_id = c.device, c.env_id, c.tools, c.pad_id
         self.iteration = 0
         self.next_seed = config.rollout.seed_start
-        self._resume()
-        ck.write_json(self.run_dir / "config.json", config.to_dict())
+        mode = config.train.distributed if config.train.distributed != "none" or D.launched_world() == 1 else "ddp"
+        self.dist = D.setup(mode, self.model, self.device, self.critic is not None)
+        self.is_main = self.dist is None or self.dist.is_main
+        self._resume()  # every rank restores the same state in place (DDP holds the same module)
         lg = config.logging
-        self.writer = MetricsWriter(self.run_dir, config.train.iterations, self.iteration, lg.tensorboard, lg.wandb,
-                                    lg.wandb_project, config.to_dict(), lg.progress)
+        self.writer = None
+        if self.is_main:
+            ck.write_json(self.run_dir / "config.json", config.to_dict())
+            self.writer = MetricsWriter(self.run_dir, config.train.iterations, self.iteration, lg.tensorboard,
+                                        lg.wandb, lg.wandb_project, config.to_dict(), lg.progress)
 
     # ------------------------------------------------------------------ rollouts
     def _rollout_config(self, max_turns: int | None, temperature: float, seed: int | None) -> RolloutConfig:
@@ -108,7 +114,8 @@ class Trainer:
                                   seed=seed)
         return RolloutConfig(max_turns=max_turns, layout=r.layout, history_turns=r.history_turns,
                              max_context_tokens=r.max_context_tokens, max_observation_tokens=r.max_observation_tokens,
-                             sampling=sampling, executor=r.executor, env_workers=r.env_workers, keep_task=r.keep_task)
+                             sampling=sampling, executor=r.executor, env_workers=r.env_workers, keep_task=r.keep_task,
+                             ray_address=r.ray_address)
 
     def _rollout(self, seeds: list[int], group_size: int, config: RolloutConfig, split: str) -> list[Trajectory]:
         return rollout(self.env_id, self.policy, self.chat, seeds, group_size, config,
@@ -158,9 +165,14 @@ class Trainer:
     def step(self) -> dict[str, Any]:
         it, cfg = self.iteration, self.cfg
         t0 = time.perf_counter()
-        batch, first, drop_stats = self.collect(it)
+        if self.dist is None:
+            batch, first, drop_stats = self.collect(it)
+        else:  # rank 0 rolls out for all ranks
+            collected = (*self.collect(it), self.next_seed) if self.is_main else None
+            batch, first, drop_stats, self.next_seed = D.broadcast(self.dist, collected)
         t1 = time.perf_counter()
-        write_rollouts(self.run_dir, it, first)
+        if self.is_main:
+            write_rollouts(self.run_dir, it, first)
         metrics: dict[str, Any] = {**rollout_metrics(first), **drop_stats, "max_turns": turn_cap(cfg, it) or 0}
         if cfg.train.verify_tokens:
             metrics.update(self.verify_tokens(batch))
@@ -171,7 +183,8 @@ class Trainer:
             scored = score(self.c, samples, cfg)
             final = self._final_values(batch, table) if self.critic is not None else None
             targets = build_targets(cfg.algorithm, table, batch, samples, scored, final)
-            stats = ppo_update(self.c, samples, scored, targets, cfg, shuffle_seed=cfg.train.seed * 1_000_003 + it)
+            stats = ppo_update(self.c, samples, scored, targets, cfg, shuffle_seed=cfg.train.seed * 1_000_003 + it,
+                               dist=self.dist)
             self._push_weights()
             metrics.update(stats.as_metrics())
             metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.tis_cap))
@@ -230,18 +243,31 @@ class Trainer:
         while self.iteration < cfg.train.iterations:
             metrics = self.step()
             done = self.iteration
-            if cfg.eval.every and (done % cfg.eval.every == 0 or done == cfg.train.iterations):
-                metrics.update(self.evaluate())
-            self.writer.write(done - 1, metrics)
-            if (cfg.checkpoint.every and done % cfg.checkpoint.every == 0) or done == cfg.train.iterations:
+            due = (cfg.checkpoint.every and done % cfg.checkpoint.every == 0) or done == cfg.train.iterations
+            if self.is_main:  # rank 0 evaluates and logs
+                if cfg.eval.every and (done % cfg.eval.every == 0 or done == cfg.train.iterations):
+                    metrics.update(self.evaluate())
+                self.writer.write(done - 1, metrics)
+            if due:
                 self.save()
 
     def save(self) -> Path:
         state = {"optimizer": self.optimizer.state_dict(), "next_seed": self.next_seed,
                  "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                  "critic": self.critic.state_dict() if self.critic is not None else None}
-        return ck.save_checkpoint(self.run_dir, self.iteration, self.model, self.tokenizer, state,
-                                  self.cfg.checkpoint.keep)
+        if self.dist is None:
+            return ck.save_checkpoint(self.run_dir, self.iteration, self.model, self.tokenizer, state,
+                                      self.cfg.checkpoint.keep)
+        # every rank writes its shard of model + optimizer; rank 0 adds the HF weights and moves `latest`
+        shards = self.run_dir / f".tmp-dcp-{self.iteration}"
+        D.save_sharded(self.dist, self.optimizer, shards)
+        D.barrier(self.dist)
+        ckpt = self.run_dir / f"ckpt-{self.iteration}"
+        if self.is_main:
+            ckpt = ck.save_checkpoint(self.run_dir, self.iteration, self.model, self.tokenizer, state,
+                                      self.cfg.checkpoint.keep, extra_dirs={"dcp": shards})
+        D.barrier(self.dist)
+        return ckpt
 
     def _resume(self) -> None:
         ckpt = ck.find_checkpoint(self.cfg.checkpoint.resume, self.run_dir)
@@ -251,17 +277,23 @@ class Trainer:
         ck.load_weights_into(self.model, ckpt)
         if self.critic is not None and state.get("critic") is not None:
             self.critic.load_state_dict(state["critic"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        if self.dist is not None and (ckpt / "dcp").is_dir():
+            D.load_sharded(self.dist, self.optimizer, ckpt / "dcp")
+        else:
+            self.optimizer.load_state_dict(state["optimizer"])
         if self.scheduler is not None and state.get("scheduler") is not None:
             self.scheduler.load_state_dict(state["scheduler"])
         ck.set_rng_state(state["rng"])
         self.iteration, self.next_seed = int(state["iteration"]), int(state["next_seed"])
-        _truncate_metrics(self.run_dir / "metrics.jsonl", self.iteration)
-        _truncate_metrics(self.run_dir / "rollouts.jsonl", self.iteration)
+        if D.launched_rank() == 0:  # one writer of the run's files
+            _truncate_metrics(self.run_dir / "metrics.jsonl", self.iteration)
+            _truncate_metrics(self.run_dir / "rollouts.jsonl", self.iteration)
         self._push_weights()  # a rollout engine with its own copy still holds the initial weights
 
     def close(self) -> None:
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
+        D.shutdown(getattr(self, "dist", None))
         close = getattr(self.policy, "close", None)
         if callable(close) and self._separate_policy():
             close()

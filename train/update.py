@@ -236,10 +236,14 @@ def micro_loss(cfg: AlgorithmSection, f: Forward, index: Sequence[int], scored: 
 
 
 def ppo_update(c: Components, samples: Sequence[Sample], scored: Scored, targets: Targets, cfg: TrainConfig,
-               shuffle_seed: int) -> UpdateStats:
+               shuffle_seed: int, dist: Any = None) -> UpdateStats:
     """`ppo_epochs` passes; each splits the batch into `mini_batches` optimizer steps, each accumulating
     gradients over micro-batches of `micro_batch_size` samples. Policy and critic gradients are clipped
-    separately (a critic's large early errors must not shrink the policy's step)."""
+    separately (a critic's large early errors must not shrink the policy's step). With `dist` (a
+    train.distributed context) each rank runs its share of every mini-batch through the DDP wrapper."""
+    from agentgym.train import distributed as D
+
+    model = dist.ddp if dist is not None else c.model
     stats, algo, tc, optim = UpdateStats(), cfg.algorithm, cfg.train, cfg.optim
     rng = np.random.default_rng(shuffle_seed)  # its own stream: resume reproduces the same order
     actor = [p for p in c.model.parameters() if p.requires_grad]
@@ -253,9 +257,12 @@ def ppo_update(c: Components, samples: Sequence[Sample], scored: Scored, targets
             denom = _denom(samples, mini, algo.loss_agg, targets)
             vden = max(sum(float(targets.value_mask[i].sum()) for i in mini), 1.0) if targets.value_mask else 1.0
             c.optimizer.zero_grad(set_to_none=True)
-            for index in micro_batches(samples, mini.tolist(), tc.micro_batch_size):
-                f = forward(c.model, c.critic, samples, index, c.device, cfg.rollout.temperature, c.pad_id, True)
-                micro_loss(algo, f, index, scored, targets, (denom, vden), value_clip, stats).backward()
+            micros = list(micro_batches(samples, D.local_part(dist, mini.tolist()), tc.micro_batch_size))
+            for k, index in enumerate(micros):
+                with D.grad_sync(dist, last=k == len(micros) - 1):
+                    f = forward(model, c.critic, samples, index, c.device, cfg.rollout.temperature, c.pad_id, True)
+                    loss = micro_loss(algo, f, index, scored, targets, (denom, vden), value_clip, stats)
+                    (loss * D.loss_scale(dist)).backward()
             stats.grad_norm += float(torch.nn.utils.clip_grad_norm_(actor, optim.max_grad_norm))
             if critic:
                 stats.critic_grad_norm += float(torch.nn.utils.clip_grad_norm_(critic, critic_norm))
@@ -263,4 +270,8 @@ def ppo_update(c: Components, samples: Sequence[Sample], scored: Scored, targets
             if c.scheduler is not None:
                 c.scheduler.step()
             stats.steps += 1
+    if dist is not None:  # each rank summed its own micro-batches
+        keys = ("policy_loss", "value_loss", "entropy", "kl", "approx_kl", "clip_fraction", "micro")
+        for key, total in zip(keys, D.all_reduce_sum(dist, [getattr(stats, k) for k in keys])):
+            setattr(stats, key, type(getattr(stats, key))(total))
     return stats

@@ -1,0 +1,77 @@
+"""The Ray env pool on a real local cluster: `ray start --head` on loopback plus a second worker node."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from agentgym.vector import EnvFailure, make_pool  # noqa: E402
+
+KEYDOOR = "agentgym/Toy-KeyDoor-v0"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ray_cli() -> list[str]:
+    exe = shutil.which("ray", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    return [exe] if exe else [sys.executable, "-m", "ray.scripts.scripts"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    port = _free_port()
+    tmp = tmp_path_factory.mktemp("ray")
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--disable-usage-stats"]
+    subprocess.run([*_ray_cli(), "start", "--head", "--port", str(port), "--include-dashboard=false",
+                    f"--temp-dir={tmp}", *common], check=True, env=env, capture_output=True, timeout=120)
+    address = f"127.0.0.1:{port}"
+    try:
+        subprocess.run([*_ray_cli(), "start", "--address", address, *common], check=True, env=env,
+                       capture_output=True, timeout=120)
+        if ray.is_initialized():  # an earlier test's local session (test_vector.py)
+            ray.shutdown()
+        ray.init(address=address, log_to_driver=False)
+        deadline = time.time() + 60
+        while len([n for n in ray.nodes() if n["Alive"]]) < 2 and time.time() < deadline:
+            time.sleep(0.5)
+        yield address
+    finally:
+        ray.shutdown()
+        subprocess.run([*_ray_cli(), "stop", "--force"], env=env, capture_output=True, timeout=120)
+
+
+def test_envs_spread_over_both_nodes_and_step(cluster):
+    assert len([n for n in ray.nodes() if n["Alive"]]) == 2
+    with make_pool(KEYDOOR, 4, "ray", workers=2, ray_address=cluster) as pool:
+        assert len(set(pool.nodes())) == 2
+        resets = pool.reset([(i, i, None) for i in range(4)])
+        assert all(not isinstance(r, EnvFailure) for r in resets)
+        steps = pool.step([(i, "garbage") for i in range(4)])
+        assert all(not isinstance(s, EnvFailure) for s in steps)
+        assert all(s.info.get("valid_action") is False for s in steps)
+
+
+def test_a_killed_actor_fails_its_episodes_and_is_replaced(cluster):
+    with make_pool(KEYDOOR, 4, "ray", workers=2, ray_address=cluster) as pool:
+        pool.reset([(i, i, None) for i in range(4)])
+        ray.kill(pool.actors[1])
+        steps = pool.step([(i, "look") for i in range(4)])
+        failed = [i for i, s in enumerate(steps) if isinstance(s, EnvFailure)]
+        assert failed == [1, 3]          # env i lives in actor i % 2
+        assert "ray actor 1 failed" in steps[1].message
+        assert pool.replaced == 1
+        again = pool.reset([(1, 7, None), (3, 8, None)])  # the replacement actor serves them again
+        assert all(not isinstance(r, EnvFailure) for r in again)
