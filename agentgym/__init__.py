@@ -20,6 +20,17 @@ def check_env(env, **kwargs):
     return _check(env, **kwargs)
 
 
+def mcp_tools(server, **kwargs):
+    """The tools of an MCP server (stdio command or streamable-HTTP URL) as agentgym `Tool`s.
+
+    Returns a list that owns the connection (`.close()` it). Needs `pip install 'agentgym[mcp]'`; see
+    `agentgym.tools.mcp.mcp_tools` for the options.
+    """
+    from agentgym.tools.mcp import mcp_tools as _mcp_tools
+
+    return _mcp_tools(server, **kwargs)
+
+
 __all__ = ["AgentGymError", "SuiteEntry", "Text", "TextEnv", "Tool", "ToolCall", "ToolEnv", "ToolResult",
-           "Trajectory", "Turn", "TurnTable", "check_env", "list_envs", "list_suites", "make", "make_info",
+           "Trajectory", "Turn", "TurnTable", "check_env", "list_envs", "list_suites", "make", "make_info", "mcp_tools",
            "register", "register_suite", "spec", "suite", "tool"]
