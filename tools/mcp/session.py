@@ -233,6 +233,8 @@ class MCPSession:
             raise TimeoutError(f"no answer from the MCP server within {timeout_s:g} s") from None
 
     def _check_alive(self) -> None:
+        if self._closed:
+            raise MCPConnectionError(f"MCP session for {self.spec.label!r} is closed")
         if self.dead is None and self._proc is not None and self._proc.poll() is not None:
             self.dead = f"the server process exited with code {self._proc.returncode}"
         if self.dead is not None:

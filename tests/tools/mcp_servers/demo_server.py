@@ -13,6 +13,7 @@ import os
 import time
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 CAPITALS = {"France": "Paris", "Japan": "Tokyo", "Peru": "Lima", "Kenya": "Nairobi"}
 
@@ -29,14 +30,14 @@ def add(a: int, b: int) -> int:
 def capital(country: str) -> str:
     """The capital city of a country."""
     if country not in CAPITALS:
-        raise ValueError(f"no capital known for {country!r}; known: {', '.join(CAPITALS)}")
+        raise ToolError(f"no capital known for {country!r}; known: {', '.join(CAPITALS)}")
     return CAPITALS[country]
 
 
 @server.tool()
 def fail(message: str = "boom") -> str:
     """Always raises (for tests)."""
-    raise RuntimeError(message)
+    raise ToolError(message)
 
 
 @server.tool()
