@@ -13,7 +13,7 @@ broken judge never crashes a rollout. From YAML (a suite entry or a training con
     id: agentgym/Rubric-v0
     kwargs:
       env: agentgym/Toy-Calculator-v0
-      max_turns: 4                      # the wrapper scores on truncation by this limit
+      env_max_turns: 4                  # the inner turn limit: the wrapper scores on truncation by it
       rubric:
         - {name: correct, fn: exact_answer, weight: 1.0}
         - {name: judge, fn: judge, weight: 0.5, kwargs: {model: "openai:http://127.0.0.1:8000"}}
@@ -282,7 +282,7 @@ class RubricWrapper(gym.Wrapper):
 
     `keep_env_reward=True` keeps the env's own components and adds the rubric's (a rubric name that
     clashes with an env component is prefixed `rubric/`); False makes the rubric the whole reward.
-    Scores on `terminated` or `truncated` as seen here, so put the turn limit inside (`max_turns`).
+    Scores on `terminated` or `truncated` as seen here, so put the turn limit inside (`env_max_turns`).
     """
 
     def __init__(self, env: gym.Env, rubric: Rubric | Sequence[Any], keep_env_reward: bool = True):
@@ -339,8 +339,8 @@ DEMO_RUBRIC = ({"name": "solved", "fn": "success", "weight": 1.0},
 
 def make_rubric_env(env: str = "agentgym/Toy-Calculator-v0", rubric: Any = DEMO_RUBRIC,
                     env_kwargs: Mapping[str, Any] | None = None, keep_env_reward: bool = False,
-                    max_turns: int | None = 4) -> RubricWrapper:
-    """Entry point of `agentgym/Rubric-v0`: make `env` (with its own turn limit) and wrap it in a rubric.
+                    env_max_turns: int | None = 4) -> RubricWrapper:
+    """Entry point of `agentgym/Rubric-v0`: make `env` (turn limit `env_max_turns`) and wrap it in a rubric.
 
     With no arguments it is a demo: the calculator toy scored by `DEMO_RUBRIC` instead of its own reward.
     """
@@ -349,5 +349,5 @@ def make_rubric_env(env: str = "agentgym/Toy-Calculator-v0", rubric: Any = DEMO_
     if not isinstance(env, str) or not env:
         raise ConfigError("agentgym/Rubric-v0 needs `env`: the id of the env to put the rubric on")
     rubric = Rubric.from_config(list(rubric) if isinstance(rubric, tuple) else rubric)  # fails before env starts
-    inner = make(env, max_turns=max_turns, **dict(env_kwargs or {}))
+    inner = make(env, max_turns=env_max_turns, **dict(env_kwargs or {}))
     return RubricWrapper(inner, rubric, keep_env_reward=keep_env_reward)
