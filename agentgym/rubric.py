@@ -351,3 +351,114 @@ def make_rubric_env(env: str = "agentgym/Toy-Calculator-v0", rubric: Any = DEMO_
     rubric = Rubric.from_config(list(rubric) if isinstance(rubric, tuple) else rubric)  # fails before env starts
     inner = make(env, max_turns=env_max_turns, **dict(env_kwargs or {}))
     return RubricWrapper(inner, rubric, keep_env_reward=keep_env_reward)
+
+
+# ------------------------------------------------------------------------------------ group rewards
+# A group scorer sees the G episodes of one task at once (`score_group(episodes) -> list[float]`, raising
+# when it cannot score), e.g. `agentgym.tools.judges.GroupJudge`, RULER-style. It runs on finished
+# trajectories: the trainer applies `rollout.group_rewards` to each batch before computing advantages.
+
+@dataclass(frozen=True)
+class GroupReward:
+    """A named, weighted group scorer."""
+
+    name: str
+    scorer: Any
+    weight: float = 1.0
+
+
+GROUP_BUILTINS: dict[str, Any] = {"group_judge": "agentgym.tools.judges:GroupJudge"}
+
+
+def group_rewards_from_config(config: Any) -> tuple[GroupReward, ...]:
+    """Group rewards from `[{name, fn, weight, kwargs}]` (fn: `group_judge` or 'package.module:Class')."""
+    if not config:
+        return ()
+    if not isinstance(config, (list, tuple)):
+        raise ConfigError("`group_rewards` must be a list like [{name: ruler, fn: group_judge, weight: 1.0, "
+                          "kwargs: {model: 'openai:http://127.0.0.1:8000'}}]")
+    out = []
+    for i, item in enumerate(config):
+        if isinstance(item, GroupReward):
+            out.append(item)
+            continue
+        if not isinstance(item, dict) or not isinstance(item.get("fn", "group_judge"), str):
+            raise ConfigError(f"group reward {i}: expected a mapping with `fn` (group_judge or 'package.module:Class')")
+        unknown = sorted(set(item) - {"name", "fn", "weight", "kwargs"})
+        if unknown:
+            raise ConfigError(f"group reward {i}: unknown key(s) {unknown}; allowed: name, fn, weight, kwargs")
+        fn = item.get("fn", "group_judge")
+        target = _resolve(GROUP_BUILTINS.get(fn, fn), f"group reward {i}")
+        scorer = target(**dict(item.get("kwargs") or {})) if isinstance(target, type) or item.get("kwargs") \
+            else target
+        if not hasattr(scorer, "score_group"):
+            raise ConfigError(f"group reward {i}: {fn!r} has no score_group(episodes) method")
+        weight = item.get("weight", 1.0)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+            raise ConfigError(f"group reward {i}: `weight` must be a number, got {weight!r}")
+        out.append(GroupReward(str(item.get("name") or fn), scorer, float(weight)))
+    names = [g.name for g in out]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"group reward names must be unique, got {names}")
+    return tuple(out)
+
+
+def episode_from_trajectory(traj: Any) -> Episode:
+    """The rubric's view of a recorded `Trajectory`: turn k's result is turn k+1's observation (or the final one)."""
+    turns = traj.turns
+    results = [t.observation for t in turns[1:]] + [traj.final_observation]
+    steps = tuple(Step(t.action, obs, t.reward, {"valid_action": t.valid}) for t, obs in zip(turns, results))
+    return Episode(traj.first_observation, traj.system_prompt, steps, {"task_id": traj.task_id}, traj.success,
+                   bool(turns and turns[-1].truncated))
+
+
+def _with_group_score(traj: Any, name: str, value: float | None, error: str | None) -> Any:
+    from dataclasses import replace
+
+    if not traj.turns:
+        return traj
+    last = traj.turns[-1]
+    if error is not None:
+        last = replace(last, info={**last.info, f"{name}_error": error})
+    else:
+        last = replace(last, reward=last.reward + value, reward_components={**last.reward_components, name: value},
+                       info={**last.info, f"{name}_score": value})
+    return replace(traj, turns=traj.turns[:-1] + (last,))
+
+
+def add_group_scores(trajectories: Sequence[Any], scorer: Any, name: str = "judge", weight: float = 1.0,
+                     max_workers: int = 4) -> list[Any]:
+    """Trajectories (same order) with `weight × score` added to each one's last turn, as component `name`.
+
+    Groups are scored concurrently. A group whose scorer fails is returned unchanged, the reason in its last
+    turns' `info[f"{name}_error"]`: a failed judgement scores nothing and never crashes training.
+    """
+    groups: dict[int, list[int]] = {}
+    for i, traj in enumerate(trajectories):
+        groups.setdefault(traj.group_id, []).append(i)
+
+    def run(members: list[int]) -> tuple[list[int], list[float] | None, str | None]:
+        try:
+            scores = [float(s) for s in scorer.score_group([episode_from_trajectory(trajectories[i]) for i in members])]
+        except Exception as exc:  # noqa: BLE001 - recorded per trajectory
+            return members, None, f"{type(exc).__name__}: {exc}"[:500]
+        if len(scores) != len(members) or not all(math.isfinite(s) for s in scores):
+            return members, None, f"the scorer gave {len(scores)} finite scores for {len(members)} trajectories"
+        return members, scores, None
+
+    out = list(trajectories)
+    if not groups:
+        return out
+    with ThreadPoolExecutor(max(1, min(max_workers, len(groups)))) as pool:
+        for members, scores, error in pool.map(run, groups.values()):
+            for j, i in enumerate(members):
+                value = None if scores is None else weight * scores[j]
+                out[i] = _with_group_score(trajectories[i], name, value, error)
+    return out
+
+
+def apply_group_rewards(trajectories: Sequence[Any], rewards: Sequence[GroupReward]) -> list[Any]:
+    out = list(trajectories)
+    for reward in rewards:
+        out = add_group_scores(out, reward.scorer, reward.name, reward.weight)
+    return out

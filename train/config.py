@@ -82,6 +82,9 @@ class RolloutSection:
     env_workers: int = 8
     seed_start: int = 0
     """Training seeds are seed_start, seed_start+1, ... (one per group, never reused)."""
+    group_rewards: tuple[dict[str, Any], ...] = ()
+    """Scorers of each task's G rollouts together, added to the last turn as their own components (RULER-style
+    judging), e.g. [{name: ruler, fn: group_judge, weight: 1.0, kwargs: {model: "openai:http://HOST:PORT"}}]."""
 
     def __post_init__(self) -> None:
         _check(self.group_size >= 1, f"rollout.group_size must be >= 1, got {self.group_size}")

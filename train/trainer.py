@@ -59,9 +59,11 @@ def keep_varied_groups(trajectories: Sequence[Trajectory]) -> tuple[list[list[Tr
 
 class Trainer:
     def __init__(self, config: TrainConfig):
+        from agentgym.rubric import group_rewards_from_config
         from agentgym.train.setup import build_components
 
         self.cfg = config
+        self.group_rewards = group_rewards_from_config(config.rollout.group_rewards)  # a bad one fails first
         self.run_dir = Path(config.train.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         seed_everything(config.train.seed)
@@ -114,6 +116,10 @@ class Trainer:
             seeds = list(range(self.next_seed, self.next_seed + need))
             self.next_seed += need
             trajs = self._rollout(seeds, r.group_size, config, "train")
+            if self.group_rewards:
+                from agentgym.rubric import apply_group_rewards
+
+                trajs = apply_group_rewards(trajs, self.group_rewards)
             first = first or trajs
             if not a.dynamic_sampling:
                 return trajs, first, {}
