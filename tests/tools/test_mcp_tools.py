@@ -201,3 +201,34 @@ def test_a_missing_sdk_says_which_extra_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "mcp", None)
     with pytest.raises(MissingDependencyError, match=r"agentgym\[mcp\]"):
         agentgym.mcp_tools([sys.executable, SERVER])
+
+
+OWNER = """
+import sys, agentgym
+from agentgym.toolcalls import ToolCall, run_tool
+stdio = agentgym.mcp_tools([sys.executable, {server!r}])
+http = agentgym.mcp_tools({http!r})
+for tools in (stdio, http):
+    print(run_tool({{t.name: t for t in tools}}, ToolCall("pid", {{}})).output, flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+def test_servers_do_not_outlive_a_killed_owner():
+    import signal
+    import subprocess
+
+    code = OWNER.format(server=SERVER, http=server_spec("http"))
+    owner = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(owner.stdout.readline()), int(owner.stdout.readline())]
+        assert all(pid_alive(p) for p in pids)
+        owner.send_signal(signal.SIGKILL)  # no close(), no atexit: only the guard can clean up
+        owner.wait(10)
+        deadline = time.monotonic() + 10
+        while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(pid_alive(p) for p in pids)
+    finally:
+        owner.kill()
+        owner.wait()

@@ -17,6 +17,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -28,6 +29,12 @@ from agentgym.errors import AgentGymError, require
 from agentgym.tools.mcp.server_spec import MCPServerSpec
 
 GRACE_S = 5.0  # the outer wait beyond the SDK's own per-call timeout, so the SDK's clean error comes first
+GUARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard.py")
+
+
+def guarded(command: tuple[str, ...]) -> list[str]:
+    """The command run under guard.py, which stops it if this process dies without closing the session."""
+    return [sys.executable, GUARD, "--", *command]
 
 
 class MCPConnectionError(AgentGymError):
@@ -116,8 +123,10 @@ class MCPSession:
     # ------------------------------------------------------------------ lifetime
     def _launch_http_server(self) -> None:
         env = {**os.environ, **self.spec.env}
-        self._proc = subprocess.Popen(list(self.spec.command), cwd=self.spec.cwd, env=env, stdin=subprocess.DEVNULL,
-                                      stdout=self._stderr, stderr=self._stderr, start_new_session=True)
+        # Through the guard, in a process group of its own: the server goes when we close, exit or are killed.
+        self._proc = subprocess.Popen(guarded(self.spec.command), cwd=self.spec.cwd, env=env,
+                                      stdin=subprocess.DEVNULL, stdout=self._stderr, stderr=self._stderr,
+                                      start_new_session=True)
         deadline = time.monotonic() + self.spec.startup_timeout_s
         while not _port_open(self.spec.url):
             if self._proc.poll() is not None:
@@ -135,7 +144,7 @@ class MCPSession:
 
         if self.spec.url:
             return streamable_http_client(self.spec.url)
-        command, *args = self.spec.command
+        command, *args = guarded(self.spec.command)  # the SDK puts it in a process group of its own
         params = StdioServerParameters(command=command, args=args, env=self.spec.env or None, cwd=self.spec.cwd)
         return stdio_client(params, errlog=self._stderr)
 
@@ -196,17 +205,27 @@ class MCPSession:
         self._stderr.close()
 
     def _kill_launched(self) -> None:
-        if self._proc is None or self._proc.poll() is not None:
+        """SIGTERM to the launched group (guard and server), SIGKILL to whatever is left after a grace period."""
+        if self._proc is None:
             return
-        try:
-            os.killpg(self._proc.pid, signal.SIGTERM)
-            self._proc.wait(3.0)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
+        group = self._proc.pid  # the guard leads the group (start_new_session)
+        for sig, grace in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
             try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
+                os.killpg(group, sig)
             except ProcessLookupError:
-                pass
-            self._proc.wait(3.0)
+                break
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline:
+                self._proc.poll()  # reap the guard, or the group never looks empty
+                try:
+                    os.killpg(group, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.02)
+            else:
+                continue
+            break
+        self._proc.poll()
 
     def __enter__(self) -> MCPSession:
         return self
