@@ -43,3 +43,13 @@ def test_training_applies_the_group_judge_per_task(tmp_path):
 def test_a_bad_group_reward_fails_before_the_model_loads(tmp_path):
     with pytest.raises(ConfigError, match="unknown reward function|cannot import"):
         Trainer(config(tmp_path / "bad", "rollout.group_rewards=[{name: x, fn: nowhere}]"))
+
+
+def test_a_rubric_env_from_a_training_config(tmp_path):
+    rubric_env = ("{env: agentgym/Toy-KeyDoor-OneWord-v0, env_max_turns: 8, keep_env_reward: false, "
+                  "env_kwargs: {length: 2, key_bonus: 0.5, key_at_start: true}, "
+                  "rubric: [{name: solved, fn: success, weight: 3.0}]}")
+    run = train(config(tmp_path / "rubric", "rollout.env=agentgym/Rubric-v0", f"rollout.env_kwargs={rubric_env}"))
+    rows = [json.loads(line) for line in (Path(run) / "rollouts.jsonl").read_text().splitlines()]
+    assert rows and {r["return"] for r in rows} <= {0.0, 3.0}  # the rubric alone is the reward
+    assert all(r["return"] == (3.0 if r["success"] else 0.0) for r in rows)

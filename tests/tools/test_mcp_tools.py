@@ -232,3 +232,13 @@ def test_servers_do_not_outlive_a_killed_owner():
     finally:
         owner.kill()
         owner.wait()
+
+
+def test_import_agentgym_does_not_import_the_sdk():
+    import subprocess
+
+    code = ("import sys, agentgym, agentgym.envs, agentgym.tools.mcp, agentgym.rubric; agentgym.list_envs(); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', 'httpx2')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
