@@ -7,7 +7,8 @@
 The env starts (stdio) or connects to (HTTP) the server, offers the model every tool the server lists
 plus an `answer` tool, and ends the episode on a final answer, graded by the task's checker against its
 reference: `outcome` = `correct_reward` × score (or `wrong_reward`). An optional `rubric` (see
-`agentgym.rubric`) adds named components when the episode terminates. A server that dies mid-episode
+`agentgym.rubric`) adds named components when the episode terminates (to score episodes cut by the
+turn limit too, wrap the env in `agentgym/Rubric-v0` instead). A server that dies mid-episode
 ends that episode as a failure (`info["error"]` says why) and is restarted on the next reset. The env
 owns the server process; `close()` stops it.
 """
