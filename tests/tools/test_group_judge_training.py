@@ -11,6 +11,7 @@ from agentgym.errors import ConfigError
 from agentgym.tools.judges import JudgeClient
 
 pytest.importorskip("transformers")
+pytestmark = pytest.mark.slow
 from scripted_judge_server import ScriptedJudgeServer  # noqa: E402  (tests/tools is on sys.path under pytest)
 
 from agentgym.train.config import load_config  # noqa: E402

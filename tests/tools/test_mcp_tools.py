@@ -214,6 +214,7 @@ sys.stdin.read()  # until killed
 """
 
 
+@pytest.mark.slow
 def test_servers_do_not_outlive_a_killed_owner():
     import signal
     import subprocess
