@@ -2,6 +2,8 @@
 
 `import agentgym` stays light: it imports gymnasium and numpy, never torch, vllm, docker or playwright.
 """
+import importlib
+
 from agentgym.core import TextEnv, ToolEnv, make_info
 from agentgym.errors import AgentGymError
 from agentgym.registration import (SuiteEntry, list_envs, list_suites, make, register, register_suite, spec,
@@ -20,6 +22,20 @@ def check_env(env, **kwargs):
     return _check(env, **kwargs)
 
 
+MCP_TOOLS = "agentgym.tools.mcp:mcp_tools"
+
+
+def mcp_tools(server, **kwargs):
+    """The tools of an MCP server (stdio command or streamable-HTTP URL) as agentgym `Tool`s.
+
+    Returns a list that owns the connection (`.close()` it). Needs `pip install 'agentgym[mcp]'`; see
+    `agentgym.tools.mcp.mcp_tools` for the options.
+    """
+    # by name, like env entry points and policy loaders: the core imports no wing
+    module, _, name = MCP_TOOLS.partition(":")
+    return getattr(importlib.import_module(module), name)(server, **kwargs)
+
+
 __all__ = ["AgentGymError", "SuiteEntry", "Text", "TextEnv", "Tool", "ToolCall", "ToolEnv", "ToolResult",
-           "Trajectory", "Turn", "TurnTable", "check_env", "list_envs", "list_suites", "make", "make_info",
+           "Trajectory", "Turn", "TurnTable", "check_env", "list_envs", "list_suites", "make", "make_info", "mcp_tools",
            "register", "register_suite", "spec", "suite", "tool"]

@@ -32,6 +32,10 @@ if [[ "${1:-}" == "--test" ]]; then
     step "ray (the Ray env pool tests start a real 2-node local cluster; about 1 minute, ~250 MB)"
     $PIP "ray>=2.9" $CONSTRAINTS
   fi
+  if ! has_module mcp; then
+    step "MCP SDK (the [mcp] extra: MCP tools, agentgym/MCP-v0 and their tests)"
+    $PIP "mcp>=2,<3" $CONSTRAINTS
+  fi
   if ! python3 -c "import llama_cpp.server.app" 2>/dev/null; then
     step "llama-cpp-python server (a real OpenAI-compatible peer; builds from source, about 6 minutes)"
     CMAKE_ARGS="-DGGML_NATIVE=OFF" $PIP "llama-cpp-python[server]" $CONSTRAINTS

@@ -90,6 +90,9 @@ class RolloutSection:
     sleep_level: int = 1
     """A rollout engine with sleep mode (vLLM) frees its KV cache (1) or also its weights (2) while the
     trainer updates; 0 keeps it resident."""
+    group_rewards: tuple[dict[str, Any], ...] = ()
+    """Scorers of each task's G rollouts together, added to the last turn as their own components (RULER-style
+    judging), e.g. [{name: ruler, fn: group_judge, weight: 1.0, kwargs: {model: "openai:http://HOST:PORT"}}]."""
 
     def __post_init__(self) -> None:
         _check(self.group_size >= 1, f"rollout.group_size must be >= 1, got {self.group_size}")

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from agentgym.errors import TokenMismatchError
+from agentgym.rubric import apply_group_rewards, group_rewards_from_config
 from agentgym.policies.base import SamplingParams
 from agentgym.rollout import RolloutConfig, next_prompt_ids, rollout
 from agentgym.train import checkpoint as ck
@@ -84,6 +85,7 @@ def drop_failed(trajectories: Sequence[Trajectory], min_group: int) -> tuple[lis
 class Trainer:
     def __init__(self, config: TrainConfig):
         self.cfg = config
+        self.group_rewards = group_rewards_from_config(config.rollout.group_rewards)  # a bad one fails first
         self.run_dir = Path(config.train.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         seed_everything(config.train.seed)
@@ -135,6 +137,8 @@ class Trainer:
             seeds = list(range(self.next_seed, self.next_seed + need))
             self.next_seed += need
             trajs = self._rollout(seeds, r.group_size, config, "train")
+            if self.group_rewards:
+                trajs = apply_group_rewards(trajs, self.group_rewards)
             first = first or trajs
             trajs, failed = drop_failed(trajs, min(2, r.group_size))
             stats = {k: stats[k] + failed[k] for k in stats}

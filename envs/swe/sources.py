@@ -17,7 +17,7 @@ import sys
 import tarfile
 import zipfile
 
-from agentgym.envs.swe.tasks import SWETask, load_tasks, save_tasks
+from agentgym.envs.swe.tasks import SWETask, cache_dir, load_tasks, save_tasks
 from agentgym.errors import ConfigError
 
 MINI_DIR = os.path.join(os.path.dirname(__file__), "minirepos")
@@ -25,10 +25,6 @@ MINI_TASKS = os.path.join(MINI_DIR, "tasks.jsonl")
 # Real, well-tested pure-Python libraries whose sdists carry their tests and run under plain pytest.
 LIBRARIES = (("inflection", "0.5.1"), ("toolz", "0.12.1"))
 TASKS_PER_LIBRARY = 8
-
-
-def cache_dir() -> str:
-    return os.path.join(os.environ.get("AGENTGYM_CACHE", os.path.expanduser("~/.cache/agentgym")), "swe")
 
 
 def resolve_tasks(spec: str, backend: str = "auto") -> list[SWETask]:

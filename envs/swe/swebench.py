@@ -17,8 +17,7 @@ import os
 import subprocess
 import tarfile
 
-from agentgym.envs.swe.sources import cache_dir
-from agentgym.envs.swe.tasks import SWETask
+from agentgym.envs.swe.tasks import SWETask, cache_dir
 from agentgym.errors import ConfigError
 
 

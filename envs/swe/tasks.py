@@ -73,6 +73,11 @@ class SWETask:
         return "test" if int(hashlib.sha1(self.instance_id.encode()).hexdigest(), 16) % 5 == 0 else "train"
 
 
+def cache_dir() -> str:
+    """Where SWE sources (library sdists, repository snapshots) are cached, outside any clone."""
+    return os.path.join(os.environ.get("AGENTGYM_CACHE", os.path.expanduser("~/.cache/agentgym")), "swe")
+
+
 def save_tasks(tasks: Iterable[SWETask], path: str, root: str | None = None) -> None:
     """Write tasks as JSONL; `base_dir`s are stored relative to `root` (default: the file's folder)."""
     root = os.path.abspath(root or os.path.dirname(os.path.abspath(path)))
