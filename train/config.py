@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentgym.errors import ConfigError
+from agentgym.train.sft_config import SFTSection
 
 ESTIMATORS = ("gigpo", "grpo", "rloo", "reinforce_pp", "turn_gae", "bi_level_gae")
 CRITIC_ESTIMATORS = ("turn_gae", "bi_level_gae")
@@ -212,6 +213,8 @@ class TrainConfig:
     eval: EvalSection = field(default_factory=EvalSection)
     logging: LoggingSection = field(default_factory=LoggingSection)
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
+    sft: SFTSection = field(default_factory=SFTSection)
+    """Behaviour cloning before RL (train/sft_config.py)."""
 
     def __post_init__(self) -> None:
         a, m, r = self.algorithm, self.model, self.rollout

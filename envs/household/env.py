@@ -13,6 +13,7 @@ from typing import Any
 from agentgym.core import TextEnv, make_info
 from agentgym.envs.household import catalog as cat
 from agentgym.envs.household import engine, oracle
+from agentgym.envs.household.expert import FairExpert
 from agentgym.envs.household.world import World, generate, knobs_for
 from agentgym.errors import ConfigError
 from agentgym.tools import extract_tag
@@ -46,6 +47,7 @@ class HouseholdEnv(TextEnv):
         self._acts: dict[str, engine.Op] = {}
         self._achieved: set[str] = set()
         self._done = False
+        self._expert = FairExpert()
 
     # ------------------------------------------------------------------ contract
     @property
@@ -113,6 +115,11 @@ class HouseholdEnv(TextEnv):
     def oracle_action(self) -> str | None:
         return oracle.oracle_command(self.world) if self.world is not None and not self._done else None
 
+    def expert_action(self) -> str | None:
+        """The fair expert's command (expert.py): chosen from the observations so far and the admissible
+        commands only, never from the hidden world; the default demonstrator for behaviour cloning."""
+        return self._expert.act(list(self._acts)) if self.world is not None and not self._done else None
+
     def oracle_plan(self) -> list[str]:
         """The oracle's whole plan from the current state (a demonstration); the env is not changed."""
         return oracle.plan(self._require_world())
@@ -141,6 +148,7 @@ class HouseholdEnv(TextEnv):
             components["progress"] = self.progress_reward * len(new)
 
     def _finish(self, obs: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        self._expert.observe(obs)  # before the listing is appended: it reads what the agent is told
         acts = list(self._acts) if not self._done else []
         if self.list_actions and acts:
             obs += "\nAdmissible actions: " + ", ".join(acts)
