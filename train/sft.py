@@ -89,11 +89,11 @@ class SFTRun:
         if config.train.torch_threads:
             torch.set_num_threads(config.train.torch_threads)
         self.env_id, self.tools = env_tools(config)
-        self.model, self.tokenizer = load_model(config, self.run_dir)
+        self.model, self.tokenizer = load_model(_sft_model_config(config), self.run_dir)
         self.chat = ChatFormat.from_tokenizer(self.tokenizer)
         self.device = torch.device(config.model.device)
         self.pad_id = int(self.tokenizer.pad_token_id)
-        if config.sft.train_layers and not config.model.lora.enabled:
+        if config.sft.train_layers:
             freeze_below_top_layers(self.model, config.sft.train_layers)
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.trainable = sum(p.numel() for p in params)
@@ -183,6 +183,15 @@ class SFTRun:
         if not quiet and self.cfg.logging.progress:
             keys = ("phase", "iteration", "loss", "samples", "prompt_token_share", "demo_success", "eval/success")
             print("sft " + " ".join(f"{k}={_fmt(record[k])}" for k in keys if k in record), file=sys.stderr)
+
+
+def _sft_model_config(config: TrainConfig) -> TrainConfig:
+    """sft.train_layers > 0 means full weights of the top layers for this stage, whatever model.lora says
+    (RL after it may still train LoRA adapters on the SFT model)."""
+    if not (config.sft.train_layers and config.model.lora.enabled):
+        return config
+    lora = dataclasses.replace(config.model.lora, enabled=False)
+    return dataclasses.replace(config, model=dataclasses.replace(config.model, lora=lora))
 
 
 def _fmt(v: Any) -> str:

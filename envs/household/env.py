@@ -29,10 +29,12 @@ class HouseholdEnv(TextEnv):
                  rooms: tuple[str, ...] | str | None = None, difficulty: str | None = None,
                  receptacle_scale: float | None = None, distractors: int | None = None,
                  success_reward: float = 1.0, progress_reward: float = 0.0, invalid_penalty: float = 0.0,
-                 anchor: str = "observation", list_actions: bool = False):
+                 anchor: str = "observation", list_actions: bool | str = False):
         split = cat.canonical_split(split)
         if split not in cat.SPLITS:
             raise ConfigError(f"unknown split {split!r}; choose from {', '.join(cat.SPLITS)} (or test = test_unseen)")
+        if list_actions not in (False, True, "compact"):
+            raise ConfigError(f"list_actions must be true, false or 'compact', got {list_actions!r}")
         if anchor not in ("observation", "state"):
             raise ConfigError(f"anchor must be 'observation' or 'state', got {anchor!r}")
         self.split = split
@@ -150,7 +152,11 @@ class HouseholdEnv(TextEnv):
     def _finish(self, obs: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self._expert.observe(obs)  # before the listing is appended: it reads what the agent is told
         acts = list(self._acts) if not self._done else []
-        if self.list_actions and acts:
+        if self.list_actions == "compact" and acts:
+            # the "go to" commands repeat the room listing every turn: name only what else can be done here
+            here = [a for a in acts if not a.startswith("go to ")]
+            obs += "\nYou can also: go to any receptacle above" + (", " + ", ".join(here) if here else "") + "."
+        elif self.list_actions and acts:
             obs += "\nAdmissible actions: " + ", ".join(acts)
         info["admissible_actions"] = acts
         if self.anchor_mode == "state":

@@ -64,3 +64,18 @@ def test_parsers():
     assert parse_goal("look at mug under the desklamp.") == ("look_at_obj_in_light", "mug", "")
     assert parse_goal("dance") is None
     assert FairExpert().act(["look"]) == "look"  # no task seen yet: a harmless command
+
+
+def test_compact_action_list_names_only_what_the_room_listing_does_not():
+    from agentgym.envs.household.env import HouseholdEnv
+    from agentgym.errors import ConfigError
+
+    env = HouseholdEnv(list_actions="compact")
+    obs, info = env.reset(seed=3)
+    assert obs.endswith("You can also: go to any receptacle above, inventory, look.")
+    target = next(a for a in info["admissible_actions"] if a.startswith("go to "))
+    obs, *_ = env.step(target)
+    tail = obs.rsplit("You can also:", 1)[1]
+    assert "go to " not in tail.replace("go to any receptacle above", "")
+    with pytest.raises(ConfigError, match="list_actions"):
+        HouseholdEnv(list_actions="sometimes")
