@@ -238,6 +238,10 @@ def with_sft_start(config: TrainConfig) -> TrainConfig:
     with model.policy pointing at the SFT checkpoint (and the sft stage switched off)."""
     from agentgym.train.checkpoint import find_checkpoint
 
+    if config.model.policy.startswith("tiny:"):  # its toy env is registered by the model spec, which goes away
+        from agentgym.train import tiny
+
+        tiny.register_tiny_envs()
     run_dir = sft_run_dir(config)
     ckpt = find_checkpoint(str(run_dir), run_dir) if (run_dir / "latest").exists() else None
     if ckpt is None:
