@@ -3,7 +3,8 @@ and budget; held-out success after every iteration; a table and a PNG.
 
     python benchmarks/learning.py --household --quick        # CPU size (documented below)
     python benchmarks/learning.py --household --gpu          # GPU size (model.device=cuda)
-    python benchmarks/learning.py --household [--iterations N] [--seeds 0 1] [--out DIR] [key=value ...]
+    python benchmarks/learning.py --household [--iterations N] [--seeds 0 1] [--out DIR]
+                                  [--sft-checkpoint DIR] [key=value ...]
 
 Sizes (SmolLM2-135M-Instruct, Household-PickPlace, the quickstart_cpu preset, trajectory layout):
   --quick  SFT on 48 fair-expert demonstrations, then per estimator 3 iterations x 2 tasks x 4 rollouts,
@@ -90,12 +91,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--iterations", type=int)
     parser.add_argument("--seeds", type=int, nargs="+")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_learning_household"))
+    parser.add_argument("--sft-checkpoint", help="start from this SFT checkpoint (e.g. the quick start's "
+                                                 "runs/quickstart/train/sft/ckpt-N) instead of training one")
     parser.add_argument("overrides", nargs="*", help="config overrides for every RL run, e.g. rollout.groups=4")
     args = parser.parse_args(argv)
     spec = GPU if args.gpu else QUICK
     iterations = args.iterations or spec["iterations"]
     seeds = args.seeds or ([0, 1] if args.gpu else [0])
-    ckpt, sft_s = sft_checkpoint(args.out, spec["sft"])
+    ckpt, sft_s = (args.sft_checkpoint, 0.0) if args.sft_checkpoint else sft_checkpoint(args.out, spec["sft"])
     print(f"SFT checkpoint {ckpt} ({sft_s:.0f} s)")
     curves: dict[str, list[list[float]]] = {e: [] for e in ESTIMATORS}
     for seed in seeds:

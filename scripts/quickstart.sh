@@ -11,7 +11,9 @@
 #   bash scripts/quickstart.sh [RUN_DIR]        # default runs/quickstart
 #
 # Environment knobs: QS_EPISODES (held-out tasks per eval, default 8), QS_SPLIT (held-out split; default:
-# the preset's eval.split if the env accepts it, else test_unseen), QS_SKIP_INSTALL=1, PYTHON.
+# the preset's eval.split if the env accepts it, else test_unseen), QS_SKIP_INSTALL=1, PYTHON,
+# QS_ADMISSIBLE=1 (the three evals choose among the env's admissible actions by likelihood,
+# `admissible:` policies, instead of generating free text).
 # Re-running resumes: finished evals are not recomputed (`agentgym eval` resumes from its --out dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,11 +72,13 @@ print(r.env, " ".join(args))
 EOF
 )
 BASE_POLICY=$($PY -c "from agentgym.train.config import load_config; print(load_config('$CONFIG').model.policy)")
+MODE=""
+if [[ "${QS_ADMISSIBLE:-0}" == 1 ]]; then MODE="admissible:"; fi
 
 PHASE_START=$SECONDS
 step "evaluating the base model ($BASE_POLICY) on $EPISODES held-out tasks of $ENV_ID"
 # shellcheck disable=SC2086  # EVAL_ARGS is a list of flags
-$AG eval --policy "$BASE_POLICY" --env "$ENV_ID" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-before"
+$AG eval --policy "$MODE$BASE_POLICY" --env "$ENV_ID" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-before"
 
 phase_done base-eval
 
@@ -89,7 +93,7 @@ phase_done sft
 
 step "evaluating the SFT checkpoint ($SFT_CKPT) on the same held-out tasks"
 # shellcheck disable=SC2086
-$AG eval --policy "checkpoint:$SFT_CKPT" --env "$ENV_ID" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-sft"
+$AG eval --policy "${MODE}checkpoint:$SFT_CKPT" --env "$ENV_ID" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-sft"
 phase_done eval-sft
 
 step "RL from the SFT checkpoint with $CONFIG (run dir $RUN/train)"
@@ -104,7 +108,7 @@ CKPT="$RUN/train/$(cat "$RUN/train/latest")"
 
 step "evaluating the trained checkpoint ($CKPT) on the same held-out tasks"
 # shellcheck disable=SC2086
-$AG eval --policy "checkpoint:$CKPT" --env "$ENV_ID" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-after"
+$AG eval --policy "${MODE}checkpoint:$CKPT" --env "$ENV_ID" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-after"
 phase_done eval-rl
 
 step "writing the before/after report and the training curves"
