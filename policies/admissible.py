@@ -44,7 +44,8 @@ def choice_logprob(scores: Sequence[float], chosen: int, temperature: float = 1.
 class AdmissiblePolicy(BasePolicy):
     """Chooses one admissible action per turn by likelihood (see the module docstring)."""
 
-    def __init__(self, model: Any, tokenizer: Any, chat: Any = None, max_candidates: int = 256):
+    def __init__(self, model: Any, tokenizer: Any, chat: Any = None, max_candidates: int = 256,
+                 record_choices: bool = False):
         from agentgym.policies.hf import HFPolicy
 
         self.free = HFPolicy(model, tokenizer)
@@ -53,6 +54,15 @@ class AdmissiblePolicy(BasePolicy):
         self.max_context = self.free.max_context
         self.max_candidates = max_candidates
         self._chat = chat
+        # for exact training (train/choice.py): prompt ids -> (candidate ids, chosen index)
+        self.record_choices = record_choices
+        self._choices: dict[tuple[int, ...], tuple[list[list[int]], int]] = {}
+
+    def pop_choices(self) -> dict[tuple[int, ...], tuple[list[list[int]], int]]:
+        """The choices recorded since the last call (and forget them)."""
+        with self.free._lock:
+            choices, self._choices = self._choices, {}
+        return choices
 
     @classmethod
     def from_policy(cls, policy: Any) -> "AdmissiblePolicy":
@@ -101,6 +111,8 @@ class AdmissiblePolicy(BasePolicy):
             pick = int(torch.multinomial(torch.tensor(probs), 1, generator=generator)[0])
         else:
             pick = probs.index(1.0)
+        if self.record_choices:
+            self._choices[tuple(request.prompt_ids)] = (cands, pick)
         return Generation(tuple(cands[pick]), actions[pick], tuple(token_lps[pick]), "stop")
 
     def candidate_scores(self, prompt: list[int], cands: list[list[int]]) -> list[list[float]]:

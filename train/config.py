@@ -81,6 +81,9 @@ class RolloutSection:
     top_p: float = 1.0
     executor: Literal["serial", "thread", "process", "ray"] = "thread"
     env_workers: int = 8
+    action_mode: Literal["generate", "admissible"] = "generate"
+    """generate: free text; admissible: choose among info["admissible_actions"] by likelihood, trained
+    exactly on that renormalised distribution (policies/admissible.py, train/choice.py)."""
     seed_start: int = 0
     """Training seeds are seed_start, seed_start+1, ... (one per group, never reused)."""
 

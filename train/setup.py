@@ -87,6 +87,10 @@ def make_policy(config: TrainConfig, model: Any, tokenizer: Any) -> Any:
         from agentgym.policies import load_policy
 
         return load_policy(config.model.policy)
+    if config.rollout.action_mode == "admissible":
+        from agentgym.policies.admissible import AdmissiblePolicy
+
+        return AdmissiblePolicy(model, tokenizer, record_choices=True)
     from agentgym.policies.hf import HFPolicy
 
     return HFPolicy(model, tokenizer)

@@ -155,7 +155,11 @@ class Trainer:
             self.verify_tokens(batch)
         samples = build_samples(batch, cfg.rollout.layout)
         metrics: dict[str, Any] = {**rollout_metrics(first), **ds_stats, "max_turns": turn_cap(cfg, it) or 0}
-        if samples:
+        if samples and getattr(self.policy, "record_choices", False):  # admissible-action mode: exact ratio
+            from agentgym.train.choice import choice_step
+
+            metrics.update(choice_step(self, batch))
+        elif samples:
             table = TurnTable.from_trajectories(batch)
             temp = cfg.rollout.temperature
             scored = score(self.model, self.critic, self.ref, samples, cfg.train.micro_batch_size, self.device, temp,
