@@ -157,3 +157,14 @@ def test_sft_cli_one_line_error(capsys):
     assert main(["sft", "toy_learning", "sft.source=bogus"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "sft.source" in err[0]
+
+
+def test_quickstart_preset_warm_starts_a_searching_agent():
+    cfg = load_config("quickstart_cpu")
+    assert cfg.sft.enabled and cfg.sft.source == "expert" and cfg.sft.expert == "fair"
+    assert cfg.rollout.layout == "trajectory" and cfg.rollout.max_turns >= 20  # the fair expert needs ~12-24
+    from agentgym.envs.household.env import HouseholdEnv
+
+    env = HouseholdEnv()
+    obs, _ = env.reset(seed=cfg.sft.seed_start)
+    assert "Admissible actions" not in obs  # no per-turn action list: it would triple the prompt
