@@ -1,5 +1,6 @@
 """Household learning run: from ONE SFT checkpoint, GiGPO vs GRPO vs RLOO with the same iterations, seeds
-and budget; held-out success after every iteration; a table and a PNG.
+and budget, each with free generation and with acting among admissible actions; held-out success after
+every iteration (evaluated in the run's own action mode); a table and a PNG.
 
     python benchmarks/learning.py --household --quick        # CPU size (documented below)
     python benchmarks/learning.py --household --gpu          # GPU size (model.device=cuda)
@@ -93,6 +94,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/bench_learning_household"))
     parser.add_argument("--sft-checkpoint", help="start from this SFT checkpoint (e.g. the quick start's "
                                                  "runs/quickstart/train/sft/ckpt-N) instead of training one")
+    parser.add_argument("--action-modes", nargs="+", default=["generate", "admissible"],
+                        choices=["generate", "admissible"],
+                        help="free generation and/or choosing among admissible actions (trained exactly on the "
+                             "renormalised distribution); each estimator runs in each mode")
     parser.add_argument("overrides", nargs="*", help="config overrides for every RL run, e.g. rollout.groups=4")
     args = parser.parse_args(argv)
     spec = GPU if args.gpu else QUICK
@@ -100,16 +105,18 @@ def main(argv: list[str] | None = None) -> None:
     seeds = args.seeds or ([0, 1] if args.gpu else [0])
     ckpt, sft_s = (args.sft_checkpoint, 0.0) if args.sft_checkpoint else sft_checkpoint(args.out, spec["sft"])
     print(f"SFT checkpoint {ckpt} ({sft_s:.0f} s)")
-    curves: dict[str, list[list[float]]] = {e: [] for e in ESTIMATORS}
+    runs = [(e, m) for m in args.action_modes for e in ESTIMATORS]
+    curves: dict[str, list[list[float]]] = {f"{e}/{m}": [] for e, m in runs}
     for seed in seeds:
-        for e in ESTIMATORS:
-            curve, seconds = rl_curve(e, seed, ckpt, iterations, args.out, [*spec["rl"], *args.overrides])
-            curves[e].append(curve)
-            print(f"{e} seed {seed}: {' '.join(f'{v:.2f}' for v in curve)}  ({seconds:.0f} s)", flush=True)
+        for e, m in runs:
+            curve, seconds = rl_curve(e, seed, ckpt, iterations, args.out / m,
+                                      [*spec["rl"], f"rollout.action_mode={m}", *args.overrides])
+            curves[f"{e}/{m}"].append(curve)
+            print(f"{e}/{m} seed {seed}: {' '.join(f'{v:.2f}' for v in curve)}  ({seconds:.0f} s)", flush=True)
     print("\nheld-out success per iteration (iteration 0 = the SFT checkpoint; same seeds and budget)")
-    print("iter  " + "  ".join(f"{e:>6}" for e in ESTIMATORS))
+    print("iter  " + "  ".join(f"{name:>18}" for name in curves))
     for i in range(iterations + 1):
-        print(f"{i:<5} " + "  ".join(f"{sum(r[i] for r in curves[e]) / len(curves[e]):6.2f}" for e in ESTIMATORS))
+        print(f"{i:<5} " + "  ".join(f"{sum(r[i] for r in rs) / len(rs):18.2f}" for rs in curves.values()))
     args.out.mkdir(parents=True, exist_ok=True)
     png = args.out / "household_success_vs_iteration.png"
     plot(curves, png)
