@@ -1,4 +1,4 @@
-"""`agentgym` command line: list | info | check | play | eval | plot | train | serve.
+"""`agentgym` command line: list | info | check | play | eval | plot | train | sft | serve.
 
 Each subcommand lives in its own module with `add_parser(subparsers)`; those modules are light at
 import time (heavy imports happen when a command runs), so `agentgym --help` is instant.
@@ -15,6 +15,7 @@ SUBCOMMAND_MODULES = (
     "agentgym.cli_envs",          # list, info, check, play
     "agentgym.eval.cli",          # eval, plot
     "agentgym.train.cli",         # train
+    "agentgym.train.sft_cli",     # sft
     "agentgym.tools.retrieval.cli",  # serve retrieval
     "agentgym.envs.web.cli",      # serve shop
     "agentgym.envs.swe.cli",      # swe make-tasks, swe prepare

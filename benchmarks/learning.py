@@ -1,6 +1,8 @@
 """GiGPO vs GRPO side by side: same tiny model init, same seeds, same budget, on the toy key-door env.
 
     python benchmarks/learning.py [--iterations 14] [--seeds 0 1] [--out runs/bench_learning]
+    python benchmarks/learning.py --household --quick   # SmolLM2 on household from one SFT checkpoint:
+                                                        # GiGPO vs GRPO vs RLOO (learning_household.py)
 
 The env (agentgym/Toy-KeyDoor-OneWord-v0, envs/toy/oneword.py) pays 0.5 for taking the key and 1.0 for
 opening the door a turn or more later, so the moves that earn the final reward come before it: turn-
@@ -78,4 +80,12 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if "--household" in sys.argv[1:]:
+        sys.path.insert(0, str(Path(__file__).parent))
+        from learning_household import main as household_main
+
+        household_main()
+    else:
+        main()

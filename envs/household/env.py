@@ -13,6 +13,7 @@ from typing import Any
 from agentgym.core import TextEnv, make_info
 from agentgym.envs.household import catalog as cat
 from agentgym.envs.household import engine, oracle
+from agentgym.envs.household.expert import FairExpert
 from agentgym.envs.household.world import World, generate, knobs_for
 from agentgym.errors import ConfigError
 from agentgym.tools import extract_tag
@@ -28,10 +29,12 @@ class HouseholdEnv(TextEnv):
                  rooms: tuple[str, ...] | str | None = None, difficulty: str | None = None,
                  receptacle_scale: float | None = None, distractors: int | None = None,
                  success_reward: float = 1.0, progress_reward: float = 0.0, invalid_penalty: float = 0.0,
-                 anchor: str = "observation", list_actions: bool = False):
+                 anchor: str = "observation", list_actions: bool | str = False):
         split = cat.canonical_split(split)
         if split not in cat.SPLITS:
             raise ConfigError(f"unknown split {split!r}; choose from {', '.join(cat.SPLITS)} (or test = test_unseen)")
+        if list_actions not in (False, True, "compact"):
+            raise ConfigError(f"list_actions must be true, false or 'compact', got {list_actions!r}")
         if anchor not in ("observation", "state"):
             raise ConfigError(f"anchor must be 'observation' or 'state', got {anchor!r}")
         self.split = split
@@ -46,6 +49,7 @@ class HouseholdEnv(TextEnv):
         self._acts: dict[str, engine.Op] = {}
         self._achieved: set[str] = set()
         self._done = False
+        self._expert = FairExpert()
 
     # ------------------------------------------------------------------ contract
     @property
@@ -114,6 +118,11 @@ class HouseholdEnv(TextEnv):
     def oracle_action(self) -> str | None:
         return oracle.oracle_command(self.world) if self.world is not None and not self._done else None
 
+    def expert_action(self) -> str | None:
+        """The fair expert's command (expert.py): chosen from the observations so far and the admissible
+        commands only, never from the hidden world; the default demonstrator for behaviour cloning."""
+        return self._expert.act(list(self._acts)) if self.world is not None and not self._done else None
+
     def oracle_plan(self) -> list[str]:
         """The oracle's whole plan from the current state (a demonstration); the env is not changed."""
         return oracle.plan(self._require_world())
@@ -142,8 +151,13 @@ class HouseholdEnv(TextEnv):
             components["progress"] = self.progress_reward * len(new)
 
     def _finish(self, obs: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        self._expert.observe(obs)  # before the listing is appended: it reads what the agent is told
         acts = list(self._acts) if not self._done else []
-        if self.list_actions and acts:
+        if self.list_actions == "compact" and acts:
+            # the "go to" commands repeat the room listing every turn: name only what else can be done here
+            here = [a for a in acts if not a.startswith("go to ")]
+            obs += "\nYou can also: go to any receptacle above" + (", " + ", ".join(here) if here else "") + "."
+        elif self.list_actions and acts:
             obs += "\nAdmissible actions: " + ", ".join(acts)
         info["admissible_actions"] = acts
         if self.anchor_mode == "state":

@@ -1,0 +1,143 @@
+"""Acting among admissible actions: score each of `info["admissible_actions"]` by the model's
+log-likelihood and sample from the renormalised distribution (valid by construction).
+
+    policy = AdmissiblePolicy(model, tokenizer)         # or load_policy("admissible:checkpoint:DIR")
+
+Each candidate is tokenized as a response would be (the chat format's encoding of the text followed by
+its end-of-turn token), so the chosen candidate's ids are exactly what the model would have had to
+generate: `Generation.token_ids` / `logprobs` hold them and their per-token log-probabilities, and the
+rollout keeps token-in-token-out. Scoring costs one prefill of the prompt and one batched pass over all
+candidates on the prompt's KV cache, usually less than decoding a free-form answer token by token.
+Requests without admissible actions fall back to free generation (`HFPolicy`).
+
+`choice_logprob` is the log-probability of the chosen action under the renormalised distribution
+(what was actually sampled); `candidate_scores` returns every candidate's total log-likelihood.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from agentgym.errors import require
+from agentgym.policies.base import BasePolicy, Generation, GenerationRequest
+
+
+def renormalised(scores: Sequence[float], temperature: float) -> list[float]:
+    """Probabilities softmax(scores / temperature); temperature 0 puts all mass on the best (first on ties)."""
+    if not scores:
+        return []
+    if temperature <= 0:
+        best = max(range(len(scores)), key=lambda i: scores[i])
+        return [1.0 if i == best else 0.0 for i in range(len(scores))]
+    top = max(scores)
+    weights = [math.exp((s - top) / temperature) for s in scores]
+    total = sum(weights)
+    return [w / total for w in weights]
+
+
+def choice_logprob(scores: Sequence[float], chosen: int, temperature: float = 1.0) -> float:
+    """log of the renormalised probability of candidate `chosen`."""
+    p = renormalised(scores, temperature)[chosen]
+    return math.log(p) if p > 0 else -math.inf
+
+
+class AdmissiblePolicy(BasePolicy):
+    """Chooses one admissible action per turn by likelihood (see the module docstring)."""
+
+    def __init__(self, model: Any, tokenizer: Any, chat: Any = None, max_candidates: int = 256,
+                 record_choices: bool = False):
+        from agentgym.policies.hf import HFPolicy
+
+        self.free = HFPolicy(model, tokenizer)
+        self.model, self.tokenizer = model, tokenizer
+        self.device = self.free.device
+        self.max_context = self.free.max_context
+        self.max_candidates = max_candidates
+        self._chat = chat
+        # for exact training (train/choice.py): prompt ids -> (candidate ids, chosen index)
+        self.record_choices = record_choices
+        self._choices: dict[tuple[int, ...], tuple[list[list[int]], int]] = {}
+
+    def pop_choices(self) -> dict[tuple[int, ...], tuple[list[list[int]], int]]:
+        """The choices recorded since the last call (and forget them)."""
+        with self.free._lock:
+            choices, self._choices = self._choices, {}
+        return choices
+
+    @classmethod
+    def from_policy(cls, policy: Any) -> "AdmissiblePolicy":
+        return cls(policy.model, policy.tokenizer)
+
+    def chat_format(self) -> Any:
+        if self._chat is None:
+            self._chat = self.free.chat_format()
+        return self._chat
+
+    def update_weights(self, state_dict: Any) -> None:
+        self.free.update_weights(state_dict)
+
+    def candidate_ids(self, actions: Sequence[str]) -> list[list[int]]:
+        chat = self.chat_format()
+        end = chat.end_of_turn_id
+        return [chat.encode(a) + ([end] if end is not None else []) for a in actions]
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        out: list[Generation | None] = [None] * len(requests)
+        free = []
+        for i, request in enumerate(requests):
+            actions = list(((request.context.info or {}).get("admissible_actions") or ())
+                           if request.context is not None else ())[:self.max_candidates]
+            if not actions or not request.prompt_ids:
+                free.append(i)
+                continue
+            try:
+                out[i] = self._choose(request, actions)
+            except RuntimeError as exc:  # e.g. out of memory: fail this request, not the rollout
+                out[i] = Generation((), "", (), "error", f"scoring admissible actions failed: {exc}")
+        if free:
+            for i, gen in zip(free, self.free.generate([requests[i] for i in free])):
+                out[i] = gen
+        return out  # type: ignore[return-value]
+
+    def _choose(self, request: GenerationRequest, actions: list[str]) -> Generation:
+        torch = require("torch", "hf")
+        cands = self.candidate_ids(actions)
+        token_lps = self.candidate_scores(list(request.prompt_ids), cands)
+        scores = [sum(lp) for lp in token_lps]
+        probs = renormalised(scores, request.sampling.temperature)
+        if request.sampling.temperature > 0:
+            generator = torch.Generator().manual_seed(int(request.sampling.seed)) \
+                if request.sampling.seed is not None else None
+            pick = int(torch.multinomial(torch.tensor(probs), 1, generator=generator)[0])
+        else:
+            pick = probs.index(1.0)
+        if self.record_choices:
+            self._choices[tuple(request.prompt_ids)] = (cands, pick)
+        return Generation(tuple(cands[pick]), actions[pick], tuple(token_lps[pick]), "stop")
+
+    def candidate_scores(self, prompt: list[int], cands: list[list[int]]) -> list[list[float]]:
+        """Per-token log-probabilities of each candidate continuing `prompt` (one prefill, one batched pass)."""
+        torch = require("torch", "hf")
+        model = self.model
+        with self.free._lock, torch.inference_mode():
+            ids = torch.tensor([prompt], device=self.device)
+            out = model(input_ids=ids, use_cache=True)
+            first = torch.log_softmax(out.logits[0, -1].float(), -1)
+            width = max(len(c) for c in cands)
+            if width == 1:
+                return [[float(first[c[0]])] for c in cands]
+            cache = out.past_key_values
+            cache.batch_repeat_interleave(len(cands))
+            pad = self.free.pad_id
+            body = torch.tensor([c[:-1] + [pad] * (width - len(c)) for c in cands], device=self.device)
+            n = len(prompt)
+            positions = torch.arange(n, n + width - 1, device=self.device).expand(len(cands), -1)
+            mask = torch.ones((len(cands), n + width - 1), dtype=torch.long, device=self.device)
+            logits = model(input_ids=body, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                           use_cache=True).logits.float()
+            lps = torch.log_softmax(logits, -1)
+        result = []
+        for b, c in enumerate(cands):
+            rest = [float(lps[b, j - 1, c[j]]) for j in range(1, len(c))]
+            result.append([float(first[c[0]]), *rest])
+        return result

@@ -1,0 +1,166 @@
+"""Exact PPO for acting among admissible actions (`rollout.action_mode: admissible`).
+
+The rollout policy (`policies/admissible.py`) samples action a from π'(a) = exp(s(a)) / Σ_b exp(s(b)),
+s(b) = the model's total log-likelihood of candidate b's tokens after the turn's prompt. So the update
+must use that distribution: the ratio of a turn is π'_new(a) / π'_old(a), whose gradient reaches every
+candidate through the normaliser, not only the chosen tokens. This module computes log π'(a) for every
+turn of a trajectory with one forward pass over the whole conversation (its KV cache, sliced at each
+turn's prompt length and repeated for the candidates) plus one batched pass over each turn's candidates,
+and runs the clipped PPO objective per turn with the turn advantages of the configured estimator.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from agentgym.train.targets import turn_advantages
+from agentgym.trajectory import Trajectory, TurnTable
+
+
+@dataclass(frozen=True)
+class ChoiceTurn:
+    """One admissible-action choice: where it sits in its sequence and what it chose among."""
+
+    row: int                              # turn-table row (advantage index)
+    prompt_len: int                       # the candidates start at this position of the sequence
+    candidates: tuple[tuple[int, ...], ...]
+    chosen: int
+
+
+@dataclass(frozen=True)
+class ChoiceSequence:
+    ids: tuple[int, ...]                  # the conversation up to (at least) the last turn's prompt
+    turns: tuple[ChoiceTurn, ...]
+
+
+def choice_sequences(trajectories: Sequence[Trajectory], choices: dict[tuple[int, ...], Any], layout: str
+                     ) -> list[ChoiceSequence]:
+    """Pair each turn with the candidates the policy chose among (looked up by its prompt ids);
+    turns without a record (free generation, no admissible list) are skipped."""
+    out, row = [], 0
+    for traj in trajectories:
+        turns = []
+        for turn in traj.turns:
+            record = choices.get(tuple(turn.prompt_ids))
+            if record is not None:
+                cands, pick = record
+                turns.append((turn, ChoiceTurn(row + turn.index, len(turn.prompt_ids), tuple(map(tuple, cands)),
+                                               pick)))
+        row += len(traj.turns)
+        if turns and layout == "trajectory":  # one pass over the last prompt covers every turn's prompt
+            out.append(ChoiceSequence(tuple(traj.turns[-1].prompt_ids), tuple(c for _, c in turns)))
+        else:
+            out += [ChoiceSequence(tuple(turn.prompt_ids), (c,)) for turn, c in turns]
+    return out
+
+
+def _split(model: Any) -> tuple[Any, Any]:
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.get_decoder(), base.get_output_embeddings()
+
+
+def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, pad_id: int, device: Any,
+                             temperature: float = 1.0) -> list[torch.Tensor]:
+    """log π'(candidate) for each turn of `seq` (a tensor of shape [N_k] per turn), differentiable."""
+    from transformers import DynamicCache
+
+    decoder, head = _split(model)
+    ids = torch.tensor([seq.ids], device=device)
+    out = decoder(input_ids=ids, use_cache=True)
+    hidden, cache = out.last_hidden_state, out.past_key_values
+    result = []
+    for turn in seq.turns:
+        p, cands = turn.prompt_len, turn.candidates
+        n, width = len(cands), max(len(c) for c in cands)
+        first = torch.log_softmax(head(hidden[0, p - 1]).float() / temperature, -1)
+        scores = torch.stack([first[c[0]] for c in cands])
+        if width > 1:
+            sub = DynamicCache()
+            for layer, kv in enumerate(cache.layers):
+                sub.update(kv.keys[:, :, :p].expand(n, -1, -1, -1), kv.values[:, :, :p].expand(n, -1, -1, -1), layer)
+            body = torch.tensor([list(c[:-1]) + [pad_id] * (width - len(c)) for c in cands], device=device)
+            positions = torch.arange(p, p + width - 1, device=device).expand(n, -1)
+            mask = torch.ones((n, p + width - 1), dtype=torch.long, device=device)
+            h = decoder(input_ids=body, attention_mask=mask, position_ids=positions, past_key_values=sub,
+                        use_cache=True).last_hidden_state
+            lps = torch.log_softmax(head(h).float() / temperature, -1)           # [N, W-1, V]
+            target = torch.tensor([list(c[1:]) + [0] * (width - len(c)) for c in cands], device=device)
+            valid = torch.tensor([[j < len(c) - 1 for j in range(width - 1)] for c in cands], device=device)
+            picked = lps.gather(-1, target.unsqueeze(-1)).squeeze(-1) * valid
+            scores = scores + picked.sum(-1)
+        result.append(torch.log_softmax(scores, -1))
+    return result
+
+
+@dataclass
+class ChoiceStats:
+    policy_loss: float = 0.0
+    clip_fraction: float = 0.0
+    entropy: float = 0.0
+    grad_norm: float = 0.0
+    turns: int = 0
+    steps: int = 0
+
+    def as_metrics(self) -> dict[str, float]:
+        t = max(self.turns, 1)
+        return {"policy_loss": self.policy_loss / t, "clip_fraction": self.clip_fraction / t,
+                "entropy": self.entropy / t, "grad_norm": self.grad_norm / max(self.steps, 1),
+                "optimizer_steps": float(self.steps), "choice_turns": float(self.turns)}
+
+
+def choice_update(model: Any, optimizer: Any, scheduler: Any, seqs: Sequence[ChoiceSequence],
+                  advantages: np.ndarray, cfg: Any, train_cfg: Any, max_grad_norm: float, pad_id: int, device: Any,
+                  temperature: float, shuffle_seed: int) -> ChoiceStats:
+    """PPO epochs over the choice turns: clipped ratio π'_new(a)/π'_old(a), turn-mean loss per mini-batch."""
+    stats = ChoiceStats()
+    with torch.no_grad():
+        old = [[lp[t.chosen].item() for lp, t in zip(sequence_choice_logprobs(model, s, pad_id, device, temperature),
+                                                      s.turns)] for s in seqs]
+    params = [p for p in model.parameters() if p.requires_grad]
+    rng = np.random.default_rng(shuffle_seed)
+    for _ in range(train_cfg.ppo_epochs):
+        order = rng.permutation(len(seqs))
+        for mini in np.array_split(order, min(train_cfg.mini_batches, len(seqs))):
+            n_turns = max(sum(len(seqs[i].turns) for i in mini), 1)
+            optimizer.zero_grad(set_to_none=True)
+            for i in mini:
+                seq = seqs[i]
+                logps = sequence_choice_logprobs(model, seq, pad_id, device, temperature)
+                new = torch.stack([lp[t.chosen] for lp, t in zip(logps, seq.turns)])
+                adv = torch.tensor([float(advantages[t.row]) for t in seq.turns], device=new.device)
+                ratio = torch.exp(new - torch.tensor(old[i], device=new.device))
+                clipped = ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high)
+                loss = -torch.minimum(ratio * adv, clipped * adv).sum() / n_turns
+                ent = torch.stack([-(lp.exp() * lp).sum() for lp in logps])
+                if cfg.entropy_coef:
+                    loss = loss - cfg.entropy_coef * ent.sum() / n_turns
+                loss.backward()
+                stats.policy_loss += float(loss.item()) * n_turns
+                stats.clip_fraction += float(((ratio - clipped).abs() > 1e-8).float().sum())
+                stats.entropy += float(ent.detach().sum())
+                stats.turns += len(seq.turns)
+            stats.grad_norm += float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            stats.steps += 1
+    return stats
+
+
+def choice_step(trainer: Any, batch: Sequence[Trajectory]) -> dict[str, float]:
+    """The trainer's update when its policy records admissible-action choices (called from Trainer.step)."""
+    cfg = trainer.cfg
+    choices = trainer.policy.pop_choices()
+    seqs = choice_sequences(batch, choices, cfg.rollout.layout)
+    if not seqs:
+        return {"choice_turns": 0.0}
+    advantages = turn_advantages(cfg.algorithm, TurnTable.from_trajectories(batch), batch)
+    stats = choice_update(trainer.model, trainer.optimizer, trainer.scheduler, seqs, advantages, cfg.algorithm,
+                          cfg.train, cfg.optim.max_grad_norm, trainer.pad_id, trainer.device,
+                          cfg.rollout.temperature, shuffle_seed=cfg.train.seed * 1_000_003 + trainer.iteration)
+    rows = [t.row for s in seqs for t in s.turns]
+    return {**stats.as_metrics(), "advantage_mean": float(np.mean(advantages[rows])),
+            "advantage_std": float(np.std(advantages[rows]))}

@@ -1,0 +1,250 @@
+"""Supervised warm start (behaviour cloning) before RL: `agentgym sft CONFIG|PRESET [key=value ...]`.
+
+    from agentgym.train.config import load_config
+    from agentgym.train.sft import sft
+    ckpt = sft(load_config("quickstart_cpu"))     # -> RUN_DIR/sft/ckpt-N (a checkpoint: policy / RL start)
+
+Samples come from `train/sft_data.py` (expert demonstrations played through the rollout engine, an
+eval's successful episodes, or chat transcripts) in the rollout's own layout and chat template. The
+loss is the mean negative log-likelihood of the assistant's tokens only, computed with the trainer's
+own forward pass (logits at action positions only). The model section picks LoRA or full weights;
+`sft.train_layers` trains just the top layers. The checkpoint has the trainer's format, so
+`checkpoint:DIR` loads it as a policy and `model.policy=checkpoint:DIR` starts RL from it.
+Writes metrics.jsonl (a line per optimizer step, then one with the held-out evaluation), sft_loss.png.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from agentgym.errors import require
+from agentgym.train.config import TrainConfig
+
+
+def sft_run_dir(config: TrainConfig) -> Path:
+    return Path(config.sft.run_dir or str(Path(config.train.run_dir) / "sft"))
+
+
+def freeze_below_top_layers(model: Any, n: int) -> int:
+    """Train only the last `n` decoder layers and the final norm; returns the trainable parameter count."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    decoder = base.get_decoder() if hasattr(base, "get_decoder") else None
+    layers = getattr(decoder, "layers", None)
+    if layers is None:
+        raise ValueError(f"sft.train_layers needs a decoder with .layers; {type(base).__name__} has none "
+                         "(set sft.train_layers=0)")
+    for p in model.parameters():
+        p.requires_grad_(False)
+    keep = list(layers[-n:]) + [m for m in (getattr(decoder, "norm", None),) if m is not None]
+    for module in keep:
+        for p in module.parameters():
+            p.requires_grad_(True)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def batches(n: int, size: int, epochs: int, seed: int) -> list[np.ndarray]:
+    """Shuffled sample indices, `size` per optimizer step, every sample once per epoch."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(epochs):
+        order = rng.permutation(n)
+        out += [order[k:k + size] for k in range(0, n, size)]
+    return out
+
+
+def nll_step(model: Any, samples: Sequence[Any], index: Sequence[int], micro: int, device: Any, pad_id: int
+             ) -> tuple[float, int]:
+    """Backward of the token-mean NLL over the action tokens of samples[index]; (loss, action tokens)."""
+    from agentgym.train.samples import micro_batches
+    from agentgym.train.update import forward
+
+    tokens = sum(int(samples[i].mask[1:].sum()) for i in index)
+    total = 0.0
+    for part in micro_batches(samples, list(index), micro):
+        f = forward(model, None, samples, part, device, 1.0, pad_id)
+        loss = -(f.logprobs * f.mask).sum() / max(tokens, 1)
+        loss.backward()
+        total += float(loss.item())
+    return total, tokens
+
+
+class SFTRun:
+    """One supervised run: build samples, train, checkpoint, evaluate."""
+
+    def __init__(self, config: TrainConfig):
+        from agentgym.chat import ChatFormat
+        from agentgym.train.setup import env_tools, load_model
+        from agentgym.train.trainer import seed_everything
+
+        self.cfg, self.run_dir = config, sft_run_dir(config)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        torch = require("torch", "hf")
+        seed_everything(config.train.seed)
+        if config.train.torch_threads:
+            torch.set_num_threads(config.train.torch_threads)
+        self.env_id, self.tools = env_tools(config)
+        self.model, self.tokenizer = load_model(_sft_model_config(config), self.run_dir)
+        self.chat = ChatFormat.from_tokenizer(self.tokenizer)
+        self.device = torch.device(config.model.device)
+        self.pad_id = int(self.tokenizer.pad_token_id)
+        if config.sft.train_layers:
+            freeze_below_top_layers(self.model, config.sft.train_layers)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.trainable = sum(p.numel() for p in params)
+        self.optimizer = torch.optim.AdamW(params, lr=config.sft.lr, weight_decay=config.optim.weight_decay,
+                                           betas=config.optim.betas)
+        warm = config.sft.warmup_steps
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warm)) \
+            if warm else None
+
+    def run(self) -> Path:
+        from agentgym.train.checkpoint import save_checkpoint, write_json
+        from agentgym.train.sft_data import build_sft_samples
+
+        cfg, s = self.cfg, self.cfg.sft
+        write_json(self.run_dir / "config.json", cfg.to_dict())
+        t0 = time.perf_counter()
+        samples, stats = build_sft_samples(cfg, self.chat, self.tools)
+        data_s = time.perf_counter() - t0
+        prompt_share = 1 - sum(int(x.mask.sum()) for x in samples) / max(sum(len(x) for x in samples), 1)
+        head = {"phase": "data", "samples": len(samples), "tokens": int(sum(len(x) for x in samples)),
+                "action_tokens": int(sum(x.mask.sum() for x in samples)), "prompt_token_share": prompt_share,
+                "trainable_params": self.trainable, "time/data": data_s, **stats}
+        self._log(head)
+        plan = batches(len(samples), s.batch_size, s.epochs, cfg.train.seed)
+        losses = self._train(samples, plan)
+        ckpt = save_checkpoint(self.run_dir, len(plan), self.model, self.tokenizer,
+                               {"kind": "sft", "optimizer": self.optimizer.state_dict(), "scheduler": None,
+                                "critic": None, "next_seed": cfg.rollout.seed_start}, cfg.checkpoint.keep)
+        if s.evaluate and cfg.eval.seeds:
+            self._log({"phase": "eval", "iteration": len(plan), **self.evaluate()})
+        plot_loss(losses, self.run_dir / "sft_loss.png")
+        return ckpt
+
+    def _train(self, samples: Sequence[Any], plan: list[np.ndarray]) -> list[float]:
+        torch = require("torch", "hf")
+        micro = self.cfg.train.micro_batch_size
+        bar = _progress(len(plan), self.cfg.logging.progress)
+        losses = []
+        self.model.eval()  # no dropout, like the RL trainer (gradients flow all the same)
+        for step, index in enumerate(plan):
+            t = time.perf_counter()
+            self.optimizer.zero_grad(set_to_none=True)
+            loss, tokens = nll_step(self.model, samples, index, micro, self.device, self.pad_id)
+            params = [p for p in self.model.parameters() if p.requires_grad]
+            norm = float(torch.nn.utils.clip_grad_norm_(params, self.cfg.optim.max_grad_norm))
+            self.optimizer.step()
+            if self.scheduler is not None:
+                self.scheduler.step()
+            seconds = time.perf_counter() - t
+            seq_tokens = sum(len(samples[i]) for i in index)
+            losses.append(loss)
+            self._log({"phase": "train", "iteration": step, "loss": loss, "action_tokens": tokens,
+                       "grad_norm": norm, "tokens_per_s/train": seq_tokens / max(seconds, 1e-9),
+                       "time/train": seconds}, quiet=bar is not None)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss:.3f}")
+        if bar is not None:
+            bar.close()
+        return losses
+
+    def evaluate(self) -> dict[str, float]:
+        """Greedy success on the eval section's held-out seeds, as the RL trainer evaluates."""
+        from agentgym.policies.base import SamplingParams
+        from agentgym.policies.hf import HFPolicy
+        from agentgym.rollout import rollout
+        from agentgym.train.metrics import rollout_metrics
+
+        cfg, r, e = self.cfg, self.cfg.rollout, self.cfg.eval
+        sampling = SamplingParams(temperature=e.temperature, max_tokens=r.max_new_tokens,
+                                  stop=tuple(self.chat.stop_strings), seed=cfg.train.seed)
+        rc = r.engine_config(sampling, r.max_turns)
+        seeds = list(range(e.seed_start, e.seed_start + e.seeds))
+        t = time.perf_counter()
+        trajs = rollout(self.env_id, HFPolicy(self.model, self.tokenizer), self.chat, seeds, 1, rc,
+                        env_kwargs=dict(r.env_kwargs) or None, reset_options={"split": e.split})
+        return {**rollout_metrics(trajs, prefix="eval/"), "time/eval": time.perf_counter() - t}
+
+    def _log(self, record: dict[str, Any], quiet: bool = False) -> None:
+        import json
+
+        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
+        with (self.run_dir / "metrics.jsonl").open("a") as f:
+            f.write(json.dumps(clean) + "\n")
+        if not quiet and self.cfg.logging.progress:
+            keys = ("phase", "iteration", "loss", "samples", "prompt_token_share", "demo_success", "eval/success")
+            print("sft " + " ".join(f"{k}={_fmt(record[k])}" for k in keys if k in record), file=sys.stderr)
+
+
+def _sft_model_config(config: TrainConfig) -> TrainConfig:
+    """sft.train_layers > 0 means full weights of the top layers for this stage, whatever model.lora says
+    (RL after it may still train LoRA adapters on the SFT model)."""
+    if not (config.sft.train_layers and config.model.lora.enabled):
+        return config
+    lora = dataclasses.replace(config.model.lora, enabled=False)
+    return dataclasses.replace(config, model=dataclasses.replace(config.model, lora=lora))
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    if not (enabled and sys.stderr.isatty()):
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc="sft", unit="step", dynamic_ncols=True)
+
+
+def plot_loss(losses: Sequence[float], path: Path) -> Path | None:
+    """The loss curve as a PNG (skipped without matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot(range(len(losses)), losses)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("action-token NLL")
+    ax.set_title("SFT loss")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def sft(config: TrainConfig) -> Path:
+    """Run SFT as `config.sft` says; returns the checkpoint dir."""
+    return SFTRun(config).run()
+
+
+def with_sft_start(config: TrainConfig) -> TrainConfig:
+    """The `sft` stage of `agentgym train`: run SFT (unless its checkpoint exists), then return the config
+    with model.policy pointing at the SFT checkpoint (and the sft stage switched off)."""
+    from agentgym.train.checkpoint import find_checkpoint
+
+    if config.model.policy.startswith("tiny:"):  # its toy env is registered by the model spec, which goes away
+        from agentgym.train import tiny
+
+        tiny.register_tiny_envs()
+    run_dir = sft_run_dir(config)
+    ckpt = find_checkpoint(str(run_dir), run_dir) if (run_dir / "latest").exists() else None
+    if ckpt is None:
+        ckpt = sft(config)
+    else:
+        print(f"sft: reusing {ckpt} (delete {run_dir} to redo the warm start)", file=sys.stderr)
+    model = dataclasses.replace(config.model, policy=f"checkpoint:{ckpt}", init_from_config={})
+    return dataclasses.replace(config, model=model, sft=dataclasses.replace(config.sft, enabled=False))
