@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError
 from agentgym.policy import EnvContext, Generation, GenerationRequest, Policy, SamplingParams
-from agentgym.trajectory import Trajectory, Turn, json_safe
+from agentgym.trajectory import Trajectory, Turn, history_keys, json_safe
 from agentgym.vector import EXECUTORS, EnvFailure, EnvPool, ResetResult, StepResult, make_pool
 
 LAYOUTS = ("trajectory", "step")
@@ -52,12 +52,15 @@ class RolloutConfig:
     max_inflight_batches: int = 1           # async: generate calls at once (>1 suits servers that batch)
     env_timeout_s: float | None = None      # an env step slower than this fails its episode
     keep_task: bool = True                  # step layout: restate the task once it leaves the window
+    history_key_depth: int = 4              # Turn.history: hashes of the last 1..depth turns (HGPO groups)
 
     def __post_init__(self) -> None:
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError(f"rollout.max_turns must be >= 1 or None, got {self.max_turns}")
         if self.layout not in LAYOUTS:
             raise ConfigError(f"rollout.layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+        if self.history_key_depth < 0:
+            raise ConfigError(f"rollout.history_key_depth must be >= 0, got {self.history_key_depth}")
         if self.history_turns < 0:
             raise ConfigError(f"rollout.history_turns must be >= 0, got {self.history_turns}")
         for name in ("max_context_tokens", "max_observation_tokens"):
@@ -170,7 +173,8 @@ class _Engine:
                     anchor=_anchor(ep.info, ep.obs), valid=bool(info.get("valid_action", True)),
                     terminated=result.terminated, truncated=result.truncated, finish_reason=gen.finish_reason,
                     tool_calls=len(tool_results), tool_errors=sum(not getattr(r, "ok", True) for r in tool_results),
-                    generate_s=generate_s, env_s=result.seconds, info=_turn_extras(info))
+                    generate_s=generate_s, env_s=result.seconds, info=_turn_extras(info),
+                    history=history_keys(ep.turns, self.config.history_key_depth))
         ep.turns.append(turn)
         ep.success = bool(info.get("success", False))
         ep.obs = self.chat.truncate_observation(result.obs, self.config.max_observation_tokens)

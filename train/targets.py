@@ -103,8 +103,16 @@ def _gigpo(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Traje
                    anchor_text=texts, similarity=cfg.similarity, invalid_penalty=penalty)
 
 
+def _hgpo(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory], penalty: float
+          ) -> np.ndarray:
+    codes = A.history_level_codes([k.history for t in trajectories for k in t.turns], cfg.hgpo_levels)
+    return A.hgpo(table, codes, cfg.gamma, cfg.step_weight, cfg.norm, cfg.eps, invalid_penalty=penalty,
+                  episode_stats=cfg.episode_stats, alpha=cfg.hgpo_alpha)
+
+
 TURN_ESTIMATORS: dict[str, Callable[[AlgorithmSection, TurnTable, Sequence[Trajectory], float], np.ndarray]] = {
     "gigpo": _gigpo,
+    "hgpo": _hgpo,
     "grpo": lambda cfg, table, _, penalty: A.grpo(table, cfg.norm, cfg.eps, episode_stats=cfg.episode_stats,
                                                   invalid_penalty=penalty),
     "rloo": lambda cfg, table, _, penalty: A.rloo(table, invalid_penalty=penalty),

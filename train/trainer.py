@@ -108,7 +108,8 @@ class Trainer:
                                   seed=seed)
         return RolloutConfig(max_turns=max_turns, layout=r.layout, history_turns=r.history_turns,
                              max_context_tokens=r.max_context_tokens, max_observation_tokens=r.max_observation_tokens,
-                             sampling=sampling, executor=r.executor, env_workers=r.env_workers, keep_task=r.keep_task)
+                             sampling=sampling, executor=r.executor, env_workers=r.env_workers, keep_task=r.keep_task,
+                             history_key_depth=max(4, self.cfg.algorithm.hgpo_levels))
 
     def _rollout(self, seeds: list[int], group_size: int, config: RolloutConfig, split: str) -> list[Trajectory]:
         return rollout(self.env_id, self.policy, self.chat, seeds, group_size, config,
