@@ -7,6 +7,7 @@ bi-level GAE reads and trains it at every action token. `TARGETS` maps each esti
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -190,6 +191,12 @@ TARGETS: dict[str, Callable[..., Targets]] = {
     "turn_gae": _turn_gae_targets,
     "bi_level_gae": _bi_level_targets,
 }
+
+
+def with_epo(targets: Targets, table: TurnTable, entropy_running: float | None) -> Targets:
+    """The targets with what EPO's loss needs: each position's trajectory id and the running entropy H̄."""
+    traj = [np.where(r >= 0, table.traj[np.maximum(r, 0)], -1) for r in targets.segments]
+    return replace(targets, traj_ids=traj, entropy_running=entropy_running)
 
 
 def build_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory],
