@@ -92,6 +92,7 @@ class _Episode:
         self.error: str | None = None
         self.success = False
         self.task_id, self.task = "", ""
+        self.ground_truth = ""
         self.t0 = time.perf_counter()
 
     def fail(self, message: str) -> None:
@@ -102,7 +103,7 @@ class _Episode:
                           sample_index=self.sample_index, turns=tuple(self.turns), success=self.success,
                           end_reason=self.end_reason or "failed", task_id=self.task_id, system_prompt=self.system,
                           first_observation=self.first_obs, final_observation=self.final_obs, error=self.error,
-                          wall_s=time.perf_counter() - self.t0, task=self.task)
+                          wall_s=time.perf_counter() - self.t0, task=self.task, ground_truth=self.ground_truth)
 
 
 class _Engine:
@@ -126,6 +127,7 @@ class _Engine:
             raise ConfigError(f"env {result.env_id!r} has no turn limit; set RolloutConfig.max_turns "
                               "(or register the env with max_turns)")
         ep.task_id = str(result.info.get("task_id", ""))
+        ep.ground_truth = ground_truth(result.info)
         ep.obs = self.chat.truncate_observation(result.obs, self.config.max_observation_tokens)
         ep.first_obs, ep.info = ep.obs, result.info
         ep.task = str(result.info.get("task") or ep.obs) if self.config.keep_task else ""
@@ -194,6 +196,15 @@ class _Engine:
         if self.config.layout == "trajectory":
             ep.prompt.extend(turn.response_ids)  # requests hold their own tuple copy
             ep.prompt.extend(after)
+
+
+def ground_truth(info: dict[str, Any]) -> str:
+    """The task's ground-truth answer an env exposes at reset as info["ground_truth"] (a string, or a list
+    whose first entry is the canonical answer), else "": what IGPO's information gain scores."""
+    value = info.get("ground_truth")
+    if isinstance(value, (list, tuple)):
+        value = value[0] if value else ""
+    return "" if value is None else str(value)
 
 
 def _anchor(info: dict[str, Any], observation: str) -> Any:

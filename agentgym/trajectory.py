@@ -93,6 +93,7 @@ class Trajectory:
     error: str | None = None
     wall_s: float = 0.0
     task: str = ""                        # the task text step-layout prompts restate (info["task"] or first obs)
+    ground_truth: str = ""                # the answer the env exposed at reset (info["ground_truth"]), for IGPO
 
     @property
     def total_reward(self) -> float:
