@@ -345,7 +345,7 @@ def bi_level_gae(table: TurnTable, token_row: np.ndarray, token_values: np.ndarr
     return adv, adv + v
 
 
-ESTIMATORS = ("gigpo", "grpo", "rloo", "reinforce_pp", "turn_gae", "bi_level_gae")
+ESTIMATORS = ("gigpo", "grpo", "rloo", "reinforce_pp", "turn_gae", "bi_level_gae", "hgpo")
 
 
 # ---------------------------------------------------------------------------------------------
