@@ -159,7 +159,8 @@ class AlgorithmSection:
     igpo_mode: Literal["logprob", "prob"] = "logprob"
     """IGPO gain of the answer's mean token log-prob ("logprob") or of its probability exp(mean log-prob)."""
     epo_coef: float = 0.0
-    """EPO: weight of the trajectory-level entropy bonus (0 = off; replaces entropy_coef when on)."""
+    """EPO: weight of the trajectory-level entropy bonus (0 = off); it adds to entropy_coef's token bonus, so set
+    entropy_coef=0 for EPO alone."""
     epo_band: tuple[float, float] = (0.5, 1.5)
     """EPO entropy smoothing: keep the batch entropy within [lo, hi] x its running average."""
     epo_smooth_coef: float = 1.0
