@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError
 from agentgym.policy import EnvContext, Generation, GenerationRequest, Policy, SamplingParams
-from agentgym.trajectory import Trajectory, Turn, json_safe
+from agentgym.trajectory import Trajectory, Turn, history_keys, json_safe
 from agentgym.vector import EXECUTORS, EnvFailure, EnvPool, ResetResult, StepResult, make_pool
 
 LAYOUTS = ("trajectory", "step")
@@ -53,12 +53,15 @@ class RolloutConfig:
     env_timeout_s: float | None = None      # an env step slower than this fails its episode
     keep_task: bool = True                  # step layout: restate the task once it leaves the window
     ray_address: str = ""                   # executor=ray: a running cluster ("HOST:6379", "auto"); "" = local
+    history_key_depth: int = 4              # Turn.history: hashes of the last 1..depth turns (HGPO groups)
 
     def __post_init__(self) -> None:
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError(f"rollout.max_turns must be >= 1 or None, got {self.max_turns}")
         if self.layout not in LAYOUTS:
             raise ConfigError(f"rollout.layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+        if self.history_key_depth < 0:
+            raise ConfigError(f"rollout.history_key_depth must be >= 0, got {self.history_key_depth}")
         if self.history_turns < 0:
             raise ConfigError(f"rollout.history_turns must be >= 0, got {self.history_turns}")
         for name in ("max_context_tokens", "max_observation_tokens"):
@@ -90,6 +93,7 @@ class _Episode:
         self.error: str | None = None
         self.success = False
         self.task_id, self.task = "", ""
+        self.ground_truth = ""
         self.t0 = time.perf_counter()
 
     def fail(self, message: str) -> None:
@@ -100,7 +104,7 @@ class _Episode:
                           sample_index=self.sample_index, turns=tuple(self.turns), success=self.success,
                           end_reason=self.end_reason or "failed", task_id=self.task_id, system_prompt=self.system,
                           first_observation=self.first_obs, final_observation=self.final_obs, error=self.error,
-                          wall_s=time.perf_counter() - self.t0, task=self.task)
+                          wall_s=time.perf_counter() - self.t0, task=self.task, ground_truth=self.ground_truth)
 
 
 class _Engine:
@@ -124,6 +128,7 @@ class _Engine:
             raise ConfigError(f"env {result.env_id!r} has no turn limit; set RolloutConfig.max_turns "
                               "(or register the env with max_turns)")
         ep.task_id = str(result.info.get("task_id", ""))
+        ep.ground_truth = ground_truth(result.info)
         ep.obs = self.chat.truncate_observation(result.obs, self.config.max_observation_tokens)
         ep.first_obs, ep.info = ep.obs, result.info
         ep.task = str(result.info.get("task") or ep.obs) if self.config.keep_task else ""
@@ -171,7 +176,8 @@ class _Engine:
                     anchor=_anchor(ep.info, ep.obs), valid=bool(info.get("valid_action", True)),
                     terminated=result.terminated, truncated=result.truncated, finish_reason=gen.finish_reason,
                     tool_calls=len(tool_results), tool_errors=sum(not getattr(r, "ok", True) for r in tool_results),
-                    generate_s=generate_s, env_s=result.seconds, info=_turn_extras(info))
+                    generate_s=generate_s, env_s=result.seconds, info=_turn_extras(info),
+                    history=history_keys(ep.turns, self.config.history_key_depth))
         ep.turns.append(turn)
         ep.success = bool(info.get("success", False))
         ep.obs = self.chat.truncate_observation(result.obs, self.config.max_observation_tokens)
@@ -191,6 +197,15 @@ class _Engine:
         if self.config.layout == "trajectory":
             ep.prompt.extend(turn.response_ids)  # requests hold their own tuple copy
             ep.prompt.extend(after)
+
+
+def ground_truth(info: dict[str, Any]) -> str:
+    """The task's ground-truth answer an env exposes at reset as info["ground_truth"] (a string, or a list
+    whose first entry is the canonical answer), else "": what IGPO's information gain scores."""
+    value = info.get("ground_truth")
+    if isinstance(value, (list, tuple)):
+        value = value[0] if value else ""
+    return "" if value is None else str(value)
 
 
 def _anchor(info: dict[str, Any], observation: str) -> Any:

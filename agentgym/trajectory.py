@@ -10,6 +10,7 @@ the one definition of success / failure / error that training and eval metrics c
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Sequence
@@ -39,6 +40,7 @@ class Turn:
     generate_s: float = 0.0
     env_s: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)  # JSON-safe extras (admissible actions count, ...)
+    history: tuple[str, ...] = ()         # history[k-1]: hash of the last k turns' context (HGPO's groups)
 
     def to_dict(self) -> dict[str, Any]:
         """Ready for `json.dumps`; shallow (unlike `asdict`, no deep copy of the token tuples), so read it, don't
@@ -51,12 +53,24 @@ class Turn:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Turn:
         d = dict(d)
-        for key in ("prompt_ids", "response_ids", "logprobs"):
+        for key in ("prompt_ids", "response_ids", "logprobs", "history"):
             d[key] = tuple(d.get(key, ()))
         return cls(**d)
 
 
 _TURN_FIELDS = tuple(Turn.__dataclass_fields__)
+
+
+def history_keys(turns: Sequence[Turn], depth: int) -> tuple[str, ...]:
+    """Hashes of the context the next turn acts on: entry k-1 covers the last k turns (their anchor,
+    observation and action), chained so entry k extends entry k-1; at most `depth` entries (fewer early on).
+    Two turns whose entry k agree saw the same last k turns, which is what HGPO groups by."""
+    keys: list[str] = []
+    h = hashlib.blake2b(digest_size=8)
+    for turn in reversed(turns[max(0, len(turns) - depth):]):
+        h.update(repr((turn.anchor, turn.observation, turn.action)).encode())
+        keys.append(h.copy().hexdigest())
+    return tuple(keys)
 END_REASONS = ("terminated", "truncated", "max_turns", "context_full", "failed")
 OUTCOMES = ("success", "failure", "error")
 
@@ -79,6 +93,7 @@ class Trajectory:
     error: str | None = None
     wall_s: float = 0.0
     task: str = ""                        # the task text step-layout prompts restate (info["task"] or first obs)
+    ground_truth: str = ""                # the answer the env exposed at reset (info["ground_truth"]), for IGPO
 
     @property
     def total_reward(self) -> float:

@@ -16,6 +16,20 @@ import argparse
 from pathlib import Path
 
 ESTIMATORS = ("gigpo", "grpo")
+DEFAULT_ROWS = ESTIMATORS
+# #19: the turn-level credit methods beside GiGPO, as rows of the same table (`--variants`)
+VARIANTS: dict[str, list[str]] = {
+    "hgpo": ["algorithm.estimator=hgpo", "algorithm.hgpo_levels=2"],
+    "gigpo+igpo": ["algorithm.estimator=gigpo", "algorithm.igpo_coef=0.1"],
+    "gigpo+epo": ["algorithm.estimator=gigpo", "algorithm.entropy_coef=0", "algorithm.epo_coef=0.01"],
+}
+# #19: the search env at a CPU-sized setting (`--env search`): the embedded SmolLM2 (the tiny model's
+# key-door vocabulary cannot read search text), 1-hop questions, short episodes
+SEARCH_CPU = ["model.policy=hf:smollm2-135m-instruct", "rollout.env=agentgym/Search-1Hop-v0", "rollout.env_kwargs={}",
+              "rollout.max_turns=3", "rollout.group_size=4", "rollout.groups=2", "rollout.history_turns=2",
+              "rollout.keep_task=true", "rollout.max_new_tokens=48", "rollout.max_context_tokens=2048",
+              "rollout.max_observation_tokens=256", "optim.lr=1.0e-5", "train.micro_batch_size=8",
+              "train.torch_threads=2"]
 
 
 def run(estimator: str, seed: int, iterations: int, out: Path, extra: list[str]) -> list[float]:
@@ -24,7 +38,8 @@ def run(estimator: str, seed: int, iterations: int, out: Path, extra: list[str])
     from agentgym.train.trainer import train
 
     run_dir = out / f"{estimator}-seed{seed}"
-    cfg = load_config("toy_learning", [f"algorithm.estimator={estimator}", f"train.iterations={iterations}",
+    variant = VARIANTS.get(estimator, [f"algorithm.estimator={estimator}"])
+    cfg = load_config("toy_learning", [*variant, f"train.iterations={iterations}",
                                        f"train.seed={seed}", f"rollout.seed_start={seed * 100_000}", "eval.every=0",
                                        f"train.run_dir={run_dir}", "logging.progress=false", *extra])
     return [m["success"] for m in read_metrics(train(cfg))]
@@ -57,8 +72,15 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=14)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--out", type=Path, default=Path("runs/bench_learning"))
+    parser.add_argument("--variants", nargs="+", default=list(DEFAULT_ROWS),
+                        help=f"rows: estimators and/or {', '.join(VARIANTS)}")
+    parser.add_argument("--env", choices=("toy", "search"), default="toy",
+                        help="search: the search env at a CPU-sized setting with the embedded SmolLM2")
     parser.add_argument("overrides", nargs="*", help="extra config overrides for both, e.g. rollout.groups=4")
     args = parser.parse_args()
+    ESTIMATORS = tuple(args.variants)  # noqa: N806 (the table below names its rows by this)
+    if args.env == "search":
+        args.overrides = [*SEARCH_CPU, *args.overrides]
     curves: dict[str, list[list[float]]] = {e: [] for e in ESTIMATORS}
     for seed in args.seeds:
         for estimator in ESTIMATORS:

@@ -345,4 +345,65 @@ def bi_level_gae(table: TurnTable, token_row: np.ndarray, token_values: np.ndarr
     return adv, adv + v
 
 
-ESTIMATORS = ("gigpo", "grpo", "rloo", "reinforce_pp", "turn_gae", "bi_level_gae")
+ESTIMATORS = ("gigpo", "grpo", "rloo", "reinforce_pp", "turn_gae", "bi_level_gae", "hgpo")
+
+
+# ---------------------------------------------------------------------------------------------
+# HGPO: hierarchy of step groups by how much past context agrees
+# ---------------------------------------------------------------------------------------------
+
+def history_level_codes(histories: Sequence[Sequence[str]], depth: int) -> np.ndarray:
+    """[rows, depth] int codes: column k-1 codes the hash of row's last k turns of context.
+
+    `histories[i]` is `Turn.history` (hashes of the last 1, 2, ... turns, as the rollout records them).
+    A turn with fewer than k past turns uses its whole history (its start-of-episode context is then
+    part of what must agree), so the code is that of its longest recorded hash, or "" at turn 0.
+    """
+    codes: dict[str, int] = {}
+    out = np.zeros((len(histories), depth), dtype=np.int64)
+    for i, h in enumerate(histories):
+        for k in range(1, depth + 1):
+            key = h[min(k, len(h)) - 1] if h else ""
+            out[i, k - 1] = codes.setdefault(key, len(codes))
+    return out
+
+
+def hgpo_step(table: TurnTable, history_codes: np.ndarray, gamma: float = 0.95, mode: Mode = "mean_std",
+              eps: float = 1e-6, invalid_penalty: float = 0.0, alpha: float = 1.0,
+              anchors: np.ndarray | None = None) -> np.ndarray:
+    """HGPO's step advantage (Hierarchy-of-Groups Policy Optimization).
+
+    Level k = 0…K groups the turns of one task that act from the same anchor state AND whose last k
+    turns of context agree (level 0 is GiGPO's step group; `history_codes[:, k-1]` keys level k).
+    Each level gives A_k = (R_t − mean_{G_k} R) / (std_{G_k} R + eps) of the discounted return R_t
+    (or R_t − mean in mode "mean"), and the hierarchy combines them with adaptive weights
+
+        A_step = Σ_k w_k · 1[|G_k| ≥ 2] · A_k / Σ_k w_k · 1[|G_k| ≥ 2],   w_k = (k + 1)^α,
+
+    so levels with more consistent context weigh more and a level whose group holds only this turn
+    (no comparison possible) drops out and gives its weight to the others; a turn with no group of two
+    gets 0. K = 0 is exactly GiGPO's A_step. (Written from the paper's description: verl-agent's
+    recipe/hgpo was not reachable here.)
+    """
+    history_codes = np.asarray(history_codes, dtype=np.int64).reshape(len(table), -1)
+    returns = discounted_returns(table, gamma, invalid_penalty)
+    key = _combine(table.group, table.anchor if anchors is None else anchors)
+    num = np.zeros(len(table))
+    den = np.zeros(len(table))
+    for k in range(history_codes.shape[1] + 1):
+        if k:
+            key = _combine(key, history_codes[:, k - 1])
+        _, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
+        w = float(k + 1) ** alpha * (counts[inv] >= 2)
+        num += w * group_normalize(returns, key, mode, eps)
+        den += w
+    return np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
+
+
+def hgpo(table: TurnTable, history_codes: np.ndarray, gamma: float = 0.95, w: float = 1.0,
+         mode: Mode = "mean_std", eps: float = 1e-6, invalid_penalty: float = 0.0,
+         episode_stats: EpisodeStats = "trajectory", alpha: float = 1.0,
+         anchors: np.ndarray | None = None) -> np.ndarray:
+    """HGPO: A_t = A_episode + w · A_step, A_episode as GiGPO's, A_step from `hgpo_step`."""
+    a_episode = grpo(table, mode, eps, invalid_penalty, episode_stats)
+    return a_episode + w * hgpo_step(table, history_codes, gamma, mode, eps, invalid_penalty, alpha, anchors)

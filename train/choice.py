@@ -47,6 +47,10 @@ def choice_sequences(trajectories: Sequence[Trajectory], choices: dict[tuple[int
             record = choices.get(tuple(turn.prompt_ids))
             if record is not None:
                 cands, pick = record
+                # the G samples of a task share their first prompts, so one record can serve several turns:
+                # the candidate this turn actually sent is its own pick
+                response = list(turn.response_ids)
+                pick = next((i for i, c in enumerate(cands) if list(c) == response), pick)
                 turns.append((turn, ChoiceTurn(row + turn.index, len(turn.prompt_ids), tuple(map(tuple, cands)),
                                                pick)))
         row += len(traj.turns)

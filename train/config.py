@@ -20,7 +20,7 @@ from agentgym.policy import SamplingParams
 from agentgym.rollout import RolloutConfig
 from agentgym.train.sft_config import SFTSection
 
-ESTIMATORS = ("gigpo", "grpo", "rloo", "reinforce_pp", "turn_gae", "bi_level_gae")
+ESTIMATORS = ("gigpo", "grpo", "rloo", "reinforce_pp", "turn_gae", "bi_level_gae", "hgpo")
 CRITIC_ESTIMATORS = ("turn_gae", "bi_level_gae")
 
 
@@ -121,7 +121,7 @@ class RolloutSection:
 
 @dataclass(frozen=True)
 class AlgorithmSection:
-    estimator: Literal["gigpo", "grpo", "rloo", "reinforce_pp", "turn_gae", "bi_level_gae"] = "gigpo"
+    estimator: Literal["gigpo", "grpo", "rloo", "reinforce_pp", "turn_gae", "bi_level_gae", "hgpo"] = "gigpo"
     gamma: float = 0.95
     """Turn discount (GiGPO step returns, REINFORCE++, GAE turn clock)."""
     lam: float = 0.95
@@ -169,8 +169,32 @@ class AlgorithmSection:
     max_refill_rounds: int = 3
     turn_cap_schedule: tuple[tuple[int, int], ...] = ()
     """[[iteration, max_turns], ...]: from each iteration on, cap episodes at that many turns."""
+    hgpo_levels: int = 2
+    """HGPO K: step groups also by agreement of the last 1..K turns of context (0 = GiGPO's step groups)."""
+    hgpo_alpha: float = 1.0
+    """HGPO level weight w_k = (k + 1)^alpha (0 = all levels equal)."""
+    igpo_coef: float = 0.0
+    """IGPO: add coef x info gain (the rise of the policy's log-prob of the env's ground-truth answer over a
+    turn) to each turn's reward, as reward component "info_gain"; 0 = off. Needs an env with info["answer"]."""
+    igpo_mode: Literal["logprob", "prob"] = "logprob"
+    """IGPO gain of the answer's mean token log-prob ("logprob") or of its probability exp(mean log-prob)."""
+    epo_coef: float = 0.0
+    """EPO: weight of the trajectory-level entropy bonus (0 = off); it adds to entropy_coef's token bonus, so set
+    entropy_coef=0 for EPO alone."""
+    epo_band: tuple[float, float] = (0.5, 1.5)
+    """EPO entropy smoothing: keep the batch entropy within [lo, hi] x its running average."""
+    epo_smooth_coef: float = 1.0
+    """EPO: weight of the squared penalty for leaving the band."""
+    epo_momentum: float = 0.9
+    """EPO: running-average momentum of the entropy the band is centred on."""
 
     def __post_init__(self) -> None:
+        _check(self.hgpo_levels >= 0, f"algorithm.hgpo_levels must be >= 0, got {self.hgpo_levels}")
+        _check(self.igpo_coef >= 0 and self.epo_coef >= 0 and self.epo_smooth_coef >= 0,
+               "algorithm.igpo_coef, epo_coef and epo_smooth_coef must be >= 0")
+        _check(0 < self.epo_band[0] <= 1 <= self.epo_band[1],
+               f"algorithm.epo_band must be [lo, hi] with 0 < lo <= 1 <= hi, got {list(self.epo_band)}")
+        _check(0 <= self.epo_momentum < 1, f"algorithm.epo_momentum must be in [0, 1), got {self.epo_momentum}")
         _check(0.0 <= self.gamma <= 1.0, f"algorithm.gamma must be in [0, 1], got {self.gamma}")
         _check(0.0 <= self.lam <= 1.0 and 0.0 <= self.lam_token <= 1.0, "algorithm.lam/lam_token must be in [0, 1]")
         _check(self.clip_low > 0 and self.clip_high > 0, "algorithm.clip_low/clip_high must be > 0")
@@ -278,7 +302,7 @@ class TrainConfig:
         if a.estimator in CRITIC_ESTIMATORS:
             _check(m.critic != "none", f"algorithm.estimator={a.estimator} needs a critic: set model.critic=shared "
                                        "(value head on the policy) or model.critic=separate")
-        elif a.estimator in ("gigpo", "grpo", "rloo"):
+        elif a.estimator in ("gigpo", "grpo", "rloo", "hgpo"):
             _check(r.group_size >= 2, f"algorithm.estimator={a.estimator} compares rollouts of one task: set "
                                       f"rollout.group_size >= 2 (got {r.group_size})")
         _check(not (a.dynamic_sampling and r.group_size < 2),

@@ -161,3 +161,57 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: flo
     picked = torch.gather(logits, -1, targets.unsqueeze(-1)).squeeze(-1)
     return picked - torch.logsumexp(logits, dim=-1)
 
+
+
+# ------------------------------------------------------------------------------ EPO
+
+@dataclass(frozen=True)
+class EpoOut:
+    loss: torch.Tensor          # −β_eff · H + λ · band penalty (to be minimised)
+    entropy: float              # H, the mean over trajectories of each trajectory's mean token entropy
+    weight: float               # β_eff, the adaptive entropy weight used
+
+
+def trajectory_entropy(entropy: torch.Tensor, mask: torch.Tensor, traj: torch.Tensor) -> torch.Tensor:
+    """H = (1/N) Σ_i H(τ_i), H(τ_i) = mean entropy over the action tokens of all turns of trajectory i.
+
+    `entropy`, `mask`, `traj` are [B, T]; `traj` holds non-negative trajectory ids, so the turns of one
+    trajectory count together even when the step layout puts each turn in its own sample."""
+    m = mask.to(entropy.dtype)
+    flat = torch.where(mask.bool(), traj, torch.zeros_like(traj)).reshape(-1)
+    n = int(flat.max().item()) + 1 if flat.numel() else 1
+    sums = torch.zeros(n, dtype=entropy.dtype, device=entropy.device).index_add(0, flat, (entropy * m).reshape(-1))
+    counts = torch.zeros(n, dtype=entropy.dtype, device=entropy.device).index_add(0, flat, m.reshape(-1))
+    present = counts > 0
+    if not bool(present.any()):
+        return entropy.new_zeros(())
+    return (sums[present] / counts[present]).mean()
+
+
+def epo_regulariser(entropy: torch.Tensor, mask: torch.Tensor, traj: torch.Tensor, coef: float,
+                    running: float | None, band: tuple[float, float] = (0.5, 1.5), smooth_coef: float = 1.0,
+                    max_boost: float = 2.0) -> EpoOut:
+    """EPO's entropy terms for multi-turn agents (entropy-regularised policy optimisation):
+
+        L_EPO = −β_eff · H  +  λ · ( relu(κ_lo·H̄ − H)² + relu(H − κ_hi·H̄)² )
+        β_eff = β · min(max_boost, H̄ / H)
+
+    H is `trajectory_entropy` (entropy regularised over whole trajectories, not per turn); H̄ is the
+    running average of past batches' H (`running`, None before the first update: then no smoothing and
+    β_eff = β). The smoothing term keeps H inside the band [κ_lo, κ_hi]·H̄ (no collapse, no blow-up,
+    0 inside it), and the adaptive weight pushes harder the further entropy falls below its history.
+    (Written from the paper's description; its reference code was not reachable here.)
+    """
+    h = trajectory_entropy(entropy, mask, traj)
+    if running is None or running <= 0:
+        return EpoOut(-coef * h, float(h.item()), coef)
+    hv = max(float(h.item()), 1e-8)
+    weight = coef * min(max_boost, running / hv)
+    lo, hi = band
+    penalty = torch.relu(lo * running - h) ** 2 + torch.relu(h - hi * running) ** 2
+    return EpoOut(-weight * h + smooth_coef * penalty, float(h.item()), weight)
+
+
+def running_entropy(previous: float | None, batch_entropy: float, momentum: float) -> float:
+    """H̄ ← m·H̄ + (1 − m)·H (the first batch starts the average)."""
+    return batch_entropy if previous is None else momentum * previous + (1.0 - momentum) * batch_entropy

@@ -7,6 +7,7 @@ bi-level GAE reads and trains it at every action token. `TARGETS` maps each esti
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -103,8 +104,16 @@ def _gigpo(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Traje
                    anchor_text=texts, similarity=cfg.similarity, invalid_penalty=penalty)
 
 
+def _hgpo(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory], penalty: float
+          ) -> np.ndarray:
+    codes = A.history_level_codes([k.history for t in trajectories for k in t.turns], cfg.hgpo_levels)
+    return A.hgpo(table, codes, cfg.gamma, cfg.step_weight, cfg.norm, cfg.eps, invalid_penalty=penalty,
+                  episode_stats=cfg.episode_stats, alpha=cfg.hgpo_alpha)
+
+
 TURN_ESTIMATORS: dict[str, Callable[[AlgorithmSection, TurnTable, Sequence[Trajectory], float], np.ndarray]] = {
     "gigpo": _gigpo,
+    "hgpo": _hgpo,
     "grpo": lambda cfg, table, _, penalty: A.grpo(table, cfg.norm, cfg.eps, episode_stats=cfg.episode_stats,
                                                   invalid_penalty=penalty),
     "rloo": lambda cfg, table, _, penalty: A.rloo(table, invalid_penalty=penalty),
@@ -182,6 +191,12 @@ TARGETS: dict[str, Callable[..., Targets]] = {
     "turn_gae": _turn_gae_targets,
     "bi_level_gae": _bi_level_targets,
 }
+
+
+def with_epo(targets: Targets, table: TurnTable, entropy_running: float | None) -> Targets:
+    """The targets with what EPO's loss needs: each position's trajectory id and the running entropy H̄."""
+    traj = [np.where(r >= 0, table.traj[np.maximum(r, 0)], -1) for r in targets.segments]
+    return replace(targets, traj_ids=traj, entropy_running=entropy_running)
 
 
 def build_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory],

@@ -32,7 +32,8 @@ from agentgym.train.config import TrainConfig
 from agentgym.train.metrics import MetricsWriter, rollout_metrics, write_rollouts
 from agentgym.train.samples import Sample, build_samples, verify_samples
 from agentgym.train.setup import build_components
-from agentgym.train.targets import build_targets, shape_rewards
+from agentgym.train.losses import running_entropy
+from agentgym.train.targets import build_targets, shape_rewards, with_epo
 from agentgym.train.update import Scored, Targets, ppo_update, score, state_values
 from agentgym.trajectory import Trajectory, TurnTable
 
@@ -101,6 +102,7 @@ class Trainer:
         mode = config.train.distributed if config.train.distributed != "none" or D.launched_world() == 1 else "ddp"
         self.dist = D.setup(mode, self.model, self.device, self.critic is not None)
         self.is_main = self.dist is None or self.dist.is_main
+        self.epo_running: float | None = None  # EPO's running entropy H̄ (starts afresh on resume)
         self._resume()  # every rank restores the same state in place (DDP holds the same module)
         lg = config.logging
         self.writer = None
@@ -115,7 +117,7 @@ class Trainer:
         sampling = SamplingParams(temperature=temperature, top_p=r.top_p if temperature > 0 else 1.0,
                                   max_tokens=r.max_new_tokens, stop=tuple(getattr(self.chat, "stop_strings", ())),
                                   seed=seed)
-        return r.engine_config(sampling, max_turns)
+        return r.engine_config(sampling, max_turns, history_key_depth=max(4, self.cfg.algorithm.hgpo_levels))
 
     def _rollout(self, seeds: list[int], group_size: int, config: RolloutConfig, split: str) -> list[Trajectory]:
         return rollout(self.env_id, self.policy, self.chat, seeds, group_size, config,
@@ -183,12 +185,19 @@ class Trainer:
             metrics.update(choice_step(self, batch))
         elif samples:
             self._sleep_rollout_engine()
+            if cfg.algorithm.igpo_coef:  # IGPO: information-gain turn rewards before any estimator reads them
+                batch = self._with_info_gain(batch, metrics)
             table = shape_rewards(cfg.algorithm, TurnTable.from_trajectories(batch), batch, cfg.rollout.max_new_tokens)
             scored = score(self.c, samples, cfg)
             final = self._final_values(batch, table) if self.critic is not None else None
             targets = build_targets(cfg.algorithm, table, batch, samples, scored, final)
+            if cfg.algorithm.epo_coef:
+                targets = with_epo(targets, table, self.epo_running)
             stats = ppo_update(self.c, samples, scored, targets, cfg, shuffle_seed=cfg.train.seed * 1_000_003 + it,
                                dist=self.dist)
+            if stats.epo_micro:  # EPO's H̄ follows the batches' trajectory entropy
+                self.epo_running = running_entropy(self.epo_running, stats.epo_entropy / stats.epo_micro,
+                                                   cfg.algorithm.epo_momentum)
             self._push_weights()
             metrics.update(stats.as_metrics())
             metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.tis_cap))
@@ -197,6 +206,18 @@ class Trainer:
         metrics.update(_gpu_memory(self.device))
         self.iteration += 1
         return metrics
+
+    def _with_info_gain(self, batch: list[Trajectory], metrics: dict[str, Any]) -> list[Trajectory]:
+        from agentgym.train.igpo import info_gains, with_info_gain
+
+        a = self.cfg.algorithm
+        gains = info_gains(self.model, self.chat, batch, self.device, self.c.pad_id, a.igpo_mode,
+                           self.cfg.rollout.temperature, self.cfg.train.micro_batch_size)
+        scored = [g[:-1] for g, t in zip(gains, batch) if t.ground_truth and len(g) > 1]
+        flat = np.concatenate(scored) if scored else np.zeros(0)
+        metrics.update({"igpo/info_gain_mean": float(flat.mean()) if flat.size else 0.0,
+                        "igpo/scored_turns": float(flat.size)})
+        return with_info_gain(batch, gains, a.igpo_coef)
 
     def _final_values(self, batch: Sequence[Trajectory], table: TurnTable) -> np.ndarray:
         """Per table row: the critic's value of the state after a trajectory's last turn where the episode

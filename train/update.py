@@ -158,6 +158,8 @@ class Targets:
     segments: list[np.ndarray]      # turn id (table row) of each position, for turn-level ratios
     loss_mask: list[np.ndarray] | None = None   # 0 where the actor loss skips an action token (overlong)
     is_weights: list[np.ndarray] | None = None  # truncated importance weights trainer/sampler per token
+    traj_ids: list[np.ndarray] | None = None    # EPO: trajectory id of each position (-1 off action tokens)
+    entropy_running: float | None = None        # EPO: running average entropy H̄ the band is centred on
 
 
 @dataclass
@@ -172,13 +174,18 @@ class UpdateStats:
     critic_grad_norm: float = 0.0
     steps: int = 0
     micro: int = 0
+    epo_entropy: float = 0.0
+    epo_weight: float = 0.0
+    epo_micro: int = 0
 
     def as_metrics(self) -> dict[str, float]:
         m = max(self.micro, 1)
         return {"policy_loss": self.policy_loss, "value_loss": self.value_loss, "entropy": self.entropy / m,
                 "kl": self.kl / m, "approx_kl": self.approx_kl / m, "clip_fraction": self.clip_fraction / m,
                 "grad_norm": self.grad_norm / max(self.steps, 1),
-                "critic_grad_norm": self.critic_grad_norm / max(self.steps, 1), "optimizer_steps": float(self.steps)}
+                "critic_grad_norm": self.critic_grad_norm / max(self.steps, 1), "optimizer_steps": float(self.steps),
+                **({"epo_entropy": self.epo_entropy / self.epo_micro, "epo_weight": self.epo_weight / self.epo_micro}
+                   if self.epo_micro else {})}
 
 
 def _denom(samples: Sequence[Sample], index: Sequence[int], agg: str, targets: Targets) -> float:
@@ -226,6 +233,8 @@ def micro_loss(cfg: AlgorithmSection, f: Forward, index: Sequence[int], scored: 
         if cfg.entropy_coef:
             ent = torch.zeros_like(f.logprobs).masked_scatter(f.mask.bool(), f.entropy)
             loss = loss - cfg.entropy_coef * L.aggregate(ent, f.mask, cfg.loss_agg, denom)
+    if cfg.epo_coef and targets.traj_ids is not None and f.entropy is not None and f.entropy.numel():
+        loss = loss + _epo_loss(cfg, f, pad(targets.traj_ids), targets.entropy_running, denom, len(index), stats)
     if f.values is not None and targets.returns is not None:
         vmask = pad(targets.value_mask)
         v = L.value_loss(f.values, pad(scored.old_values), pad(targets.returns), vmask, value_clip, "token-mean", vden)
@@ -233,6 +242,21 @@ def micro_loss(cfg: AlgorithmSection, f: Forward, index: Sequence[int], scored: 
         stats.value_loss += v.item()
     stats.micro += 1
     return loss
+
+
+def _epo_loss(cfg: AlgorithmSection, f: Forward, traj: torch.Tensor, running: float | None, denom: float,
+              n_samples: int, stats: UpdateStats) -> torch.Tensor:
+    """EPO's terms on one micro-batch, weighted by its share of the mini-batch (its action tokens for
+    token-mean, its samples for the seq-mean modes) so micro-batches add up as the policy loss does."""
+    ent = torch.zeros_like(f.logprobs).masked_scatter(f.mask.bool(), f.entropy)
+    out = L.epo_regulariser(ent, f.mask, traj.long().clamp(min=0), cfg.epo_coef, running, cfg.epo_band,
+                            cfg.epo_smooth_coef)
+    stats.epo_entropy += out.entropy
+    stats.epo_weight += out.weight
+    stats.epo_micro += 1
+    share = {"token-mean": f.mask.sum().item(), "seq-mean-token-sum-norm": float(f.mask.numel())}.get(
+        cfg.loss_agg, float(n_samples)) / denom
+    return out.loss * share
 
 
 def ppo_update(c: Components, samples: Sequence[Sample], scored: Scored, targets: Targets, cfg: TrainConfig,

@@ -170,7 +170,7 @@ class SearchEnv(ToolEnv):
         _ = self.retriever  # build (or connect) now, not inside the first search's tool time limit
         q = self.question
         return f"Question: {q.question}", make_info(task_id=q.id, anchor=("question", q.id), hops=q.hops,
-                                                      kind=q.kind)
+                                                      kind=q.kind, ground_truth=list(q.answers))
 
     def step(self, action: str):
         self._turn_ids = []
