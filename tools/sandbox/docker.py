@@ -145,11 +145,12 @@ class DockerSandbox:
         sock = self._api.exec_start(exec_id, socket=True)
         raw = getattr(sock, "_sock", sock)
         raw.settimeout(20.0)  # a reader that quit early must not leave us blocked on a full socket
+        cut_short = None
         try:
             raw.sendall(data)
             raw.shutdown(socket.SHUT_WR)
-        except OSError:  # the reader stopped early (tar hit the disk limit): its stderr says why
-            pass
+        except OSError as exc:  # the reader stopped early (tar hit the disk limit) or the send timed out
+            cut_short = exc
         received = []
         try:
             while chunk := raw.recv(65536):
@@ -157,10 +158,15 @@ class DockerSandbox:
         except OSError:
             pass
         raw.close()
-        return _demux(b"".join(received))
+        out, err = _demux(b"".join(received))
+        if cut_short is not None:
+            # never report success for a partial stream: tar exits 0 on an archive cut at a member boundary
+            why = (err or b"").decode(errors="replace").strip()[:300] or f"{type(cut_short).__name__}: {cut_short}"
+            raise SandboxError(f"the input to the sandbox was cut short ({why})")
+        return out, err
 
     def _exit_code(self, exec_id: str) -> int:
-        for _ in range(200):
+        for _ in range(2000):  # up to ~10 s: a loaded host can take a while to reap the exec
             info = self._api.exec_inspect(exec_id)
             if not info.get("Running"):
                 return int(info.get("ExitCode") if info.get("ExitCode") is not None else -1)
