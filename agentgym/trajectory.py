@@ -71,6 +71,8 @@ def history_keys(turns: Sequence[Turn], depth: int) -> tuple[str, ...]:
         h.update(repr((turn.anchor, turn.observation, turn.action)).encode())
         keys.append(h.copy().hexdigest())
     return tuple(keys)
+
+
 END_REASONS = ("terminated", "truncated", "max_turns", "context_full", "failed")
 OUTCOMES = ("success", "failure", "error")
 
