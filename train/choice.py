@@ -16,6 +16,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from agentgym.train.config import TrainConfig
+from agentgym.train.setup import Components
 from agentgym.train.targets import turn_advantages
 from agentgym.trajectory import Trajectory, TurnTable
 
@@ -115,10 +117,13 @@ class ChoiceStats:
                 "optimizer_steps": float(self.steps), "choice_turns": float(self.turns)}
 
 
-def choice_update(model: Any, optimizer: Any, scheduler: Any, seqs: Sequence[ChoiceSequence],
-                  advantages: np.ndarray, cfg: Any, train_cfg: Any, max_grad_norm: float, pad_id: int, device: Any,
-                  temperature: float, shuffle_seed: int) -> ChoiceStats:
-    """PPO epochs over the choice turns: clipped ratio π'_new(a)/π'_old(a), turn-mean loss per mini-batch."""
+def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.ndarray, config: TrainConfig,
+                  shuffle_seed: int) -> ChoiceStats:
+    """PPO epochs over the choice turns: clipped ratio π'_new(a)/π'_old(a), turn-mean loss per mini-batch
+    (the same typed seams as `update.ppo_update`)."""
+    model, optimizer, scheduler, pad_id, device = c.model, c.optimizer, c.scheduler, c.pad_id, c.device
+    cfg, train_cfg, max_grad_norm = config.algorithm, config.train, config.optim.max_grad_norm
+    temperature = config.rollout.temperature
     stats = ChoiceStats()
     with torch.no_grad():
         old = [[lp[t.chosen].item() for lp, t in zip(sequence_choice_logprobs(model, s, pad_id, device, temperature),
@@ -162,9 +167,7 @@ def choice_step(trainer: Any, batch: Sequence[Trajectory]) -> dict[str, float]:
     if not seqs:
         return {"choice_turns": 0.0}
     advantages = turn_advantages(cfg.algorithm, TurnTable.from_trajectories(batch), batch)
-    stats = choice_update(trainer.model, trainer.optimizer, trainer.scheduler, seqs, advantages, cfg.algorithm,
-                          cfg.train, cfg.optim.max_grad_norm, trainer.pad_id, trainer.device,
-                          cfg.rollout.temperature, shuffle_seed=cfg.train.seed * 1_000_003 + trainer.iteration)
+    stats = choice_update(trainer.c, seqs, advantages, cfg, shuffle_seed=cfg.train.seed * 1_000_003 + trainer.iteration)
     rows = [t.row for s in seqs for t in s.turns]
     return {**stats.as_metrics(), "advantage_mean": float(np.mean(advantages[rows])),
             "advantage_std": float(np.std(advantages[rows]))}
