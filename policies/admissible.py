@@ -6,8 +6,9 @@ log-likelihood and sample from the renormalised distribution (valid by construct
 Each candidate is tokenized as a response would be (the chat format's encoding of the text followed by
 its end-of-turn token), so the chosen candidate's ids are exactly what the model would have had to
 generate: `Generation.token_ids` / `logprobs` hold them and their per-token log-probabilities, and the
-rollout keeps token-in-token-out. Scoring costs one prefill of the prompt and one batched pass over all
-candidates on the prompt's KV cache, usually less than decoding a free-form answer token by token.
+rollout keeps token-in-token-out. Scoring costs one forward pass over the prompt tokens not already cached
+(the policy's prefix store holds earlier turns of the episode) and all candidates side by side, usually
+less than decoding a free-form answer token by token.
 Requests without admissible actions fall back to free generation (`HFPolicy`).
 
 `choice_logprob` is the log-probability of the chosen action under the renormalised distribution
@@ -116,28 +117,60 @@ class AdmissiblePolicy(BasePolicy):
         return Generation(tuple(cands[pick]), actions[pick], tuple(token_lps[pick]), "stop")
 
     def candidate_scores(self, prompt: list[int], cands: list[list[int]]) -> list[list[float]]:
-        """Per-token log-probabilities of each candidate continuing `prompt` (one prefill, one batched pass)."""
+        """Per-token log-probabilities of each candidate continuing `prompt`: one forward pass over the
+        prompt tokens the prefix store does not hold and every candidate, laid out in one row with a tree
+        mask (policies/candidate_block.py), so the prompt's KV is never repeated per candidate."""
         torch = require("torch", "hf")
-        model = self.model
-        with self.free._lock, torch.inference_mode():
-            ids = torch.tensor([prompt], device=self.device)
-            out = model(input_ids=ids, use_cache=True)
-            first = torch.log_softmax(out.logits[0, -1].float(), -1)
-            width = max(len(c) for c in cands)
-            if width == 1:
-                return [[float(first[c[0]])] for c in cands]
-            cache = out.past_key_values
-            cache.batch_repeat_interleave(len(cands))
-            pad = self.free.pad_id
-            body = torch.tensor([c[:-1] + [pad] * (width - len(c)) for c in cands], device=self.device)
-            n = len(prompt)
-            positions = torch.arange(n, n + width - 1, device=self.device).expand(len(cands), -1)
-            mask = torch.ones((len(cands), n + width - 1), dtype=torch.long, device=self.device)
-            logits = model(input_ids=body, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                           use_cache=True).logits.float()
-            lps = torch.log_softmax(logits, -1)
-        result = []
-        for b, c in enumerate(cands):
-            rest = [float(lps[b, j - 1, c[j]]) for j in range(1, len(c))]
-            result.append([float(first[c[0]]), *rest])
-        return result
+        from agentgym.policies.candidate_block import candidate_block, split_scores, target_logprobs
+
+        free = self.free
+        with free._lock, torch.inference_mode():
+            free.drop_stale_prefixes()
+            store = free.prefix_store
+            reused, entry = store.longest(prompt) if store is not None else (0, None)
+            past = min(reused, len(prompt) - 1)
+            block = candidate_block(past, prompt[past:], cands)
+            cache = self._cache(entry, past, past + len(block.ids))
+            hidden = self._decoder()(
+                input_ids=torch.tensor([block.ids], device=self.device),
+                position_ids=torch.tensor([block.positions], device=self.device),
+                attention_mask=block.mask(self._dtype(), self.device), past_key_values=cache,
+                use_cache=True).last_hidden_state
+            read = hidden[0, torch.tensor(block.read, device=self.device)]
+            logprobs = torch.log_softmax(self.model.get_output_embeddings()(read).float(), -1)
+            flat = target_logprobs(logprobs, block).tolist()
+            if store is not None:
+                self._remember_prompt(prompt, reused, past, cache)
+        return split_scores(flat, block)
+
+    def _decoder(self) -> Any:
+        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        return base.get_decoder()
+
+    def _dtype(self) -> Any:
+        return next(self.model.parameters()).dtype
+
+    def _cache(self, entry: Any, past: int, capacity: int) -> Any:
+        """A growing KV cache holding the first `past` prompt tokens from a stored entry (empty if 0)."""
+        from agentgym.policies.kv_cache import growing_cache
+
+        cache = growing_cache(self.model.config.get_text_config().num_hidden_layers, capacity)
+        if past:
+            for layer, keys, values in zip(cache.layers, entry.keys, entry.values):
+                layer.preload(keys[None, :, :past], values[None, :, :past], capacity)
+        return cache
+
+    def _remember_prompt(self, prompt: list[int], reused: int, past: int, cache: Any) -> None:
+        """Keep the prompt's KV (the next turn's prompt extends it); the candidate columns are dropped."""
+        import numpy as np
+
+        from agentgym.policies.kv_cache import CachedSequence
+
+        n = len(prompt)
+        if reused >= n:  # already stored whole
+            return
+        keys = [layer.keys[0, :, :n].clone() for layer in cache.layers]
+        values = [layer.values[0, :, :n].clone() for layer in cache.layers]
+        self.free.prefix_store.add(CachedSequence(np.asarray(prompt, dtype=np.int64), keys, values))
+        self.free.prefix_store.hit_tokens += past
+        self.free.prefix_store.miss_tokens += n - past

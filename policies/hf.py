@@ -156,6 +156,14 @@ class HFPolicy(BasePolicy):
         if self.prefix_store is not None:
             self.prefix_store.clear()
 
+    def drop_stale_prefixes(self) -> None:
+        """Clear the prefix store if the weights were trained in place since the last call (call under the lock)."""
+        if self.prefix_store is not None:
+            version = self._weights_version()
+            if version != self._weights_seen:
+                self.prefix_store.clear()
+                self._weights_seen = version
+
     def _weights_version(self) -> int:
         """Changes whenever a parameter is replaced or written in place (optimizer steps bump `_version`)."""
         return hash(tuple((p.data_ptr(), p._version) for p in self.model.parameters()))
@@ -171,11 +179,7 @@ class HFPolicy(BasePolicy):
                 rows.append(self._new_row(i, request))
         rows.sort(key=lambda r: len(r.prompt))  # similar lengths share a batch: less padding
         with self._lock:
-            if self.prefix_store is not None:
-                version = self._weights_version()
-                if version != self._weights_seen:  # trained in place since the last call: old KV is stale
-                    self.prefix_store.clear()
-                    self._weights_seen = version
+            self.drop_stale_prefixes()
             for start in range(0, len(rows), self.max_batch_size):
                 chunk = rows[start:start + self.max_batch_size]
                 try:

@@ -4,8 +4,8 @@ The rollout policy (`policies/admissible.py`) samples action a from π'(a) = exp
 s(b) = the model's total log-likelihood of candidate b's tokens after the turn's prompt. So the update
 must use that distribution: the ratio of a turn is π'_new(a) / π'_old(a), whose gradient reaches every
 candidate through the normaliser, not only the chosen tokens. This module computes log π'(a) for every
-turn of a trajectory with one forward pass over the whole conversation (its KV cache, sliced at each
-turn's prompt length and repeated for the candidates) plus one batched pass over each turn's candidates,
+turn of a trajectory with one forward pass over the whole conversation plus, per turn, one pass over all
+its candidates side by side on the conversation's KV cache sliced at the turn's prompt length,
 and runs the clipped PPO objective per turn with the turn advantages of the configured estimator.
 """
 from __future__ import annotations
@@ -68,35 +68,35 @@ def _split(model: Any) -> tuple[Any, Any]:
     return base.get_decoder(), base.get_output_embeddings()
 
 
-def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, pad_id: int, device: Any,
+def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, device: Any,
                              temperature: float = 1.0) -> list[torch.Tensor]:
-    """log π'(candidate) for each turn of `seq` (a tensor of shape [N_k] per turn), differentiable."""
+    """log π'(candidate) for each turn of `seq` (a tensor of shape [N_k] per turn), differentiable.
+
+    One pass over the conversation, then per turn one row holding every candidate after the cached
+    conversation prefix (a tree mask, policies/candidate_block.py): the prefix KV is sliced, never
+    repeated per candidate, so memory grows with the candidates' tokens, not N x the prompt."""
     from transformers import DynamicCache
 
+    from agentgym.policies.candidate_block import candidate_block, candidate_totals, target_logprobs
+
     decoder, head = _split(model)
-    ids = torch.tensor([seq.ids], device=device)
-    out = decoder(input_ids=ids, use_cache=True)
-    hidden, cache = out.last_hidden_state, out.past_key_values
+    out = decoder(input_ids=torch.tensor([seq.ids], device=device), use_cache=True)
+    cache = out.past_key_values
+    dtype = out.last_hidden_state.dtype
     result = []
     for turn in seq.turns:
-        p, cands = turn.prompt_len, turn.candidates
-        n, width = len(cands), max(len(c) for c in cands)
-        first = torch.log_softmax(head(hidden[0, p - 1]).float() / temperature, -1)
-        scores = torch.stack([first[c[0]] for c in cands])
-        if width > 1:
-            sub = DynamicCache()
-            for layer, kv in enumerate(cache.layers):
-                sub.update(kv.keys[:, :, :p].expand(n, -1, -1, -1), kv.values[:, :, :p].expand(n, -1, -1, -1), layer)
-            body = torch.tensor([list(c[:-1]) + [pad_id] * (width - len(c)) for c in cands], device=device)
-            positions = torch.arange(p, p + width - 1, device=device).expand(n, -1)
-            mask = torch.ones((n, p + width - 1), dtype=torch.long, device=device)
-            h = decoder(input_ids=body, attention_mask=mask, position_ids=positions, past_key_values=sub,
-                        use_cache=True).last_hidden_state
-            lps = torch.log_softmax(head(h).float() / temperature, -1)           # [N, W-1, V]
-            target = torch.tensor([list(c[1:]) + [0] * (width - len(c)) for c in cands], device=device)
-            valid = torch.tensor([[j < len(c) - 1 for j in range(width - 1)] for c in cands], device=device)
-            picked = lps.gather(-1, target.unsqueeze(-1)).squeeze(-1) * valid
-            scores = scores + picked.sum(-1)
+        p = turn.prompt_len
+        block = candidate_block(p - 1, [seq.ids[p - 1]], turn.candidates)
+        sub = DynamicCache()
+        for index, kv in enumerate(cache.layers):
+            sub.update(kv.keys[:, :, :p - 1], kv.values[:, :, :p - 1], index)
+        hidden = decoder(input_ids=torch.tensor([block.ids], device=device),
+                         position_ids=torch.tensor([block.positions], device=device),
+                         attention_mask=block.mask(dtype, device), past_key_values=sub,
+                         use_cache=True).last_hidden_state
+        read = hidden[0, torch.tensor(block.read, device=device)]
+        logprobs = torch.log_softmax(head(read).float() / temperature, -1)
+        scores = candidate_totals(target_logprobs(logprobs, block), block)
         result.append(torch.log_softmax(scores, -1))
     return result
 
@@ -121,12 +121,12 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
                   shuffle_seed: int) -> ChoiceStats:
     """PPO epochs over the choice turns: clipped ratio π'_new(a)/π'_old(a), turn-mean loss per mini-batch
     (the same typed seams as `update.ppo_update`)."""
-    model, optimizer, scheduler, pad_id, device = c.model, c.optimizer, c.scheduler, c.pad_id, c.device
+    model, optimizer, scheduler, device = c.model, c.optimizer, c.scheduler, c.device
     cfg, train_cfg, max_grad_norm = config.algorithm, config.train, config.optim.max_grad_norm
     temperature = config.rollout.temperature
     stats = ChoiceStats()
     with torch.no_grad():
-        old = [[lp[t.chosen].item() for lp, t in zip(sequence_choice_logprobs(model, s, pad_id, device, temperature),
+        old = [[lp[t.chosen].item() for lp, t in zip(sequence_choice_logprobs(model, s, device, temperature),
                                                       s.turns)] for s in seqs]
     params = [p for p in model.parameters() if p.requires_grad]
     rng = np.random.default_rng(shuffle_seed)
@@ -137,7 +137,7 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
             optimizer.zero_grad(set_to_none=True)
             for i in mini:
                 seq = seqs[i]
-                logps = sequence_choice_logprobs(model, seq, pad_id, device, temperature)
+                logps = sequence_choice_logprobs(model, seq, device, temperature)
                 new = torch.stack([lp[t.chosen] for lp, t in zip(logps, seq.turns)])
                 adv = torch.tensor([float(advantages[t.row]) for t in seq.turns], device=new.device)
                 ratio = torch.exp(new - torch.tensor(old[i], device=new.device))

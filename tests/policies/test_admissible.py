@@ -49,6 +49,41 @@ def test_candidate_scores_equal_a_full_forward(tiny):
         assert lps == pytest.approx(want, abs=1e-4)
 
 
+def _reference(model, prompt, cands):
+    out = []
+    for c in cands:
+        with torch.no_grad():
+            ref = torch.log_softmax(model(input_ids=torch.tensor([prompt + c])).logits[0].float(), -1)
+        out.append([float(ref[len(prompt) - 1 + j, c[j]]) for j in range(len(c))])
+    return out
+
+
+def test_next_turn_reuses_the_stored_prompt_and_scores_the_same(tiny):
+    """Turn 2's prompt extends turn 1's: its cached KV is reused (only the new tokens run) and the scores
+    still equal separate full forward passes, for candidates of different lengths."""
+    model, tok = tiny
+    policy = AdmissiblePolicy(model, tok)
+    chat = policy.chat_format()
+    first = chat.initial_prompt("Take the key.", "You are in room 0 .")
+    cands = policy.candidate_ids(["left", "take key", "open the big door now", "r"])
+    policy.candidate_scores(first, cands)
+    store = policy.free.prefix_store
+    assert len(store) == 1 and store.miss_tokens == len(first)
+    second = first + cands[1] + chat.encode(" key taken . room 0 .")
+    got = policy.candidate_scores(second, cands)
+    assert store.hit_tokens == len(first)  # only the new tokens ran
+    for lps, want in zip(got, _reference(model, second, cands)):
+        assert lps == pytest.approx(want, abs=1e-4)
+    # weights trained in place: the stored KV is stale and must not be used
+    with torch.no_grad():
+        next(model.parameters()).add_(0.01)
+    got = policy.candidate_scores(second, cands)
+    for lps, want in zip(got, _reference(model, second, cands)):
+        assert lps == pytest.approx(want, abs=1e-4)
+    with torch.no_grad():
+        next(model.parameters()).sub_(0.01)
+
+
 def test_choices_are_admissible_and_token_exact(tiny):
     model, tok = tiny
     policy = AdmissiblePolicy(model, tok)

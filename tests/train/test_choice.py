@@ -40,7 +40,7 @@ def test_cached_choice_logprobs_equal_brute_force_values_and_gradients(tiny):
     resp = list(cands[1])
     p2 = chat.continue_prompt(p1, resp, "room 0 . hold key .")
     seq = ChoiceSequence(tuple(p2), (ChoiceTurn(0, len(p1), cands, 1), ChoiceTurn(1, len(p2), cands[:3], 2)))
-    cached = sequence_choice_logprobs(model, seq, tok.pad_token_id, torch.device("cpu"))
+    cached = sequence_choice_logprobs(model, seq, torch.device("cpu"))
     weight = model.get_input_embeddings().weight
     g_cached = torch.autograd.grad(sum(lp[t.chosen] for lp, t in zip(cached, seq.turns)), weight)[0]
     brute = [brute_force(model, seq.ids, t) for t in seq.turns]
