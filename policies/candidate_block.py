@@ -9,11 +9,14 @@ ids restart at the prompt's length for every candidate, so each token gets exact
 get in a separate sequence; the prompt's KV is read once, never repeated.
 
     block = candidate_block(past=P - 1, prompt_tail=[last prompt token], candidates=cands)
+    # or every turn of a conversation at once: turns_block(0, conversation, [(prompt_len, cands), ...])
     hidden = decoder(input_ids=block.ids, position_ids=block.positions, attention_mask=block.mask(dtype),
                      past_key_values=cache_of_first_P_minus_1_tokens).last_hidden_state
     scores = candidate_logprobs(head(hidden[0, block.read]).log_softmax(-1), block)
 
-`candidate_block` and `split_scores` are pure bookkeeping; only `CandidateBlock.mask` builds a tensor.
+`turns_block` puts several turns' candidates in one row after a whole conversation (training scores
+every turn of an episode in one pass). The layout functions are pure bookkeeping; `CandidateBlock.mask`
+and the two gathers build tensors.
 """
 from __future__ import annotations
 
@@ -23,56 +26,77 @@ from typing import Any, Sequence
 
 @dataclass(frozen=True)
 class CandidateBlock:
-    """One row: `prompt_tail` (new prompt tokens, at least one) then each candidate's tokens but its last."""
+    """One row: `prompt_tail` (prompt tokens after the `past` cached ones) then, for each turn, each
+    candidate's tokens but its last; a candidate of turn k sees the first `prompt_len_k` positions."""
 
     past: int                            # KV positions already cached before this row
     ids: tuple[int, ...]                 # the row's input tokens
     positions: tuple[int, ...]           # position id of each input token
-    segment: tuple[int, ...]             # -1 for prompt tokens, else the candidate index
-    read: tuple[int, ...]                # row indices whose logits are needed (last prompt token + bodies)
+    segment: tuple[int, ...]             # -1 for prompt tokens, else a candidate's index over all turns
+    visible: tuple[int, ...]             # candidate tokens: how many leading positions they see (prompt: 0)
+    read: tuple[int, ...]                # row indices whose logits are needed (turns' last prompt tokens, bodies)
     targets: tuple[tuple[int, int], ...]  # per candidate token: (index into `read`, token id) it must score
-    lengths: tuple[int, ...]             # tokens per candidate
+    lengths: tuple[int, ...]             # tokens per candidate, over all turns
+    turn_sizes: tuple[int, ...]          # candidates per turn
 
     def mask(self, dtype: Any, device: Any = None) -> Any:
         """Additive [1, 1, Q, past + Q] mask: 0 where a query may attend, the dtype's minimum elsewhere."""
         import torch
 
         seg = torch.tensor(self.segment, device=device)
+        visible = torch.tensor(self.visible, device=device)
+        pos = torch.tensor(self.positions, device=device)
         q = len(self.ids)
         idx = torch.arange(q, device=device)
-        causal = idx[None, :] <= idx[:, None]                          # key j <= query i
-        key_is_prompt = (seg == -1)[None, :].expand(q, q)
-        same_candidate = seg[None, :] == seg[:, None]
-        allowed = causal & (key_is_prompt | same_candidate)
-        allowed = torch.cat([torch.ones((q, self.past), dtype=torch.bool, device=device), allowed], dim=1)
+        is_prompt = seg == -1
+        causal = idx[None, :] <= idx[:, None]                                # key j <= query i
+        prompt_key_seen = is_prompt[None, :] & (causal & is_prompt[:, None]  # prompt: plain causal
+                                                | (pos[None, :] < visible[:, None]) & ~is_prompt[:, None])
+        own_candidate = ~is_prompt[None, :] & (seg[None, :] == seg[:, None]) & causal
+        allowed = torch.cat([torch.ones((q, self.past), dtype=torch.bool, device=device),
+                             prompt_key_seen | own_candidate], dim=1)
         out = torch.zeros((q, self.past + q), dtype=dtype, device=device)
         out.masked_fill_(~allowed, torch.finfo(dtype).min)
         return out[None, None]
 
 
+def turns_block(past: int, prompt_tail: Sequence[int],
+                turns: Sequence[tuple[int, Sequence[Sequence[int]]]]) -> CandidateBlock:
+    """Lay out `prompt_tail` (the tokens after the `past` cached ones) and, for each (prompt_len,
+    candidates) turn, the candidates' bodies; each turn's last prompt token (position prompt_len - 1)
+    must be in the row, since its logits score the candidates' first tokens."""
+    end = past + len(prompt_tail)
+    ids, positions = list(prompt_tail), list(range(past, end))
+    segment, visible = [-1] * len(prompt_tail), [0] * len(prompt_tail)
+    read, targets, lengths, sizes = [], [], [], []
+    for prompt_len, candidates in turns:
+        if not past < prompt_len <= end:
+            raise ValueError(f"a turn's prompt of {prompt_len} tokens must end inside the row ({past}, {end}]")
+        if not candidates or any(len(c) == 0 for c in candidates):
+            raise ValueError("every turn needs non-empty candidates")
+        read.append(prompt_len - 1 - past)
+        first = len(read) - 1
+        for cand in candidates:
+            k = len(lengths)
+            targets.append((first, int(cand[0])))            # first token: from the prompt's last logits
+            for t, token in enumerate(cand[:-1]):
+                ids.append(int(token))
+                positions.append(prompt_len + t)
+                segment.append(k)
+                visible.append(prompt_len)
+                read.append(len(ids) - 1)
+                targets.append((len(read) - 1, int(cand[t + 1])))  # next token: from this token's logits
+            lengths.append(len(cand))
+        sizes.append(len(candidates))
+    return CandidateBlock(past, tuple(ids), tuple(positions), tuple(segment), tuple(visible), tuple(read),
+                          tuple(targets), tuple(lengths), tuple(sizes))
+
+
 def candidate_block(past: int, prompt_tail: Sequence[int], candidates: Sequence[Sequence[int]]) -> CandidateBlock:
-    """Lay out `prompt_tail` (the prompt tokens after the `past` cached ones; at least one, so the last
-    prompt token's logits score every candidate's first token) and the candidates' bodies."""
+    """One turn: the candidates continue the whole prompt (`past` cached tokens + `prompt_tail`, at least one)."""
     if not prompt_tail:
         raise ValueError("candidate_block needs at least the prompt's last token in prompt_tail")
-    if not candidates or any(len(c) == 0 for c in candidates):
-        raise ValueError("candidate_block needs non-empty candidates")
-    prompt_len = past + len(prompt_tail)
-    ids = list(prompt_tail)
-    positions = list(range(past, prompt_len))
-    segment = [-1] * len(prompt_tail)
-    read = [len(prompt_tail) - 1]
-    targets = []
-    for k, cand in enumerate(candidates):
-        targets.append((0, int(cand[0])))                  # first token: from the prompt's last logits
-        for t, token in enumerate(cand[:-1]):
-            ids.append(int(token))
-            positions.append(prompt_len + t)
-            segment.append(k)
-            read.append(len(ids) - 1)
-            targets.append((len(read) - 1, int(cand[t + 1])))  # next token: from this token's logits
-    return CandidateBlock(past, tuple(ids), tuple(positions), tuple(segment), tuple(read), tuple(targets),
-                          tuple(len(c) for c in candidates))
+    return turns_block(past, prompt_tail, [(past + len(prompt_tail), candidates)])
 
 
 def split_scores(token_logprobs: Sequence[float], block: CandidateBlock) -> list[list[float]]:
@@ -94,7 +118,8 @@ def target_logprobs(read_logprobs: Any, block: CandidateBlock) -> Any:
 
 
 def candidate_totals(flat: Any, block: CandidateBlock) -> Any:
-    """[N] total log-likelihood per candidate from the flat per-token tensor (differentiable)."""
+    """[N] total log-likelihood per candidate (all turns') from the flat per-token tensor (differentiable);
+    `.split(block.turn_sizes)` gives each turn's."""
     import torch
 
     owner = torch.repeat_interleave(torch.arange(len(block.lengths), device=flat.device),

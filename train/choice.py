@@ -4,8 +4,8 @@ The rollout policy (`policies/admissible.py`) samples action a from π'(a) = exp
 s(b) = the model's total log-likelihood of candidate b's tokens after the turn's prompt. So the update
 must use that distribution: the ratio of a turn is π'_new(a) / π'_old(a), whose gradient reaches every
 candidate through the normaliser, not only the chosen tokens. This module computes log π'(a) for every
-turn of a trajectory with one forward pass over the whole conversation plus, per turn, one pass over all
-its candidates side by side on the conversation's KV cache sliced at the turn's prompt length,
+turn of a trajectory with one forward pass over the whole conversation followed by every turn's candidates
+side by side, a tree attention mask letting each see the conversation up to its own turn's prompt,
 and runs the clipped PPO objective per turn with the turn advantages of the configured estimator.
 """
 from __future__ import annotations
@@ -72,33 +72,21 @@ def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, device: Any,
                              temperature: float = 1.0) -> list[torch.Tensor]:
     """log π'(candidate) for each turn of `seq` (a tensor of shape [N_k] per turn), differentiable.
 
-    One pass over the conversation, then per turn one row holding every candidate after the cached
-    conversation prefix (a tree mask, policies/candidate_block.py): the prefix KV is sliced, never
-    repeated per candidate, so memory grows with the candidates' tokens, not N x the prompt."""
-    from transformers import DynamicCache
-
-    from agentgym.policies.candidate_block import candidate_block, candidate_totals, target_logprobs
+    ONE forward pass: the conversation, then every turn's candidates in the same row under a tree mask
+    (policies/candidate_block.py) that lets a candidate see the conversation up to its turn's prompt and
+    its own earlier tokens only. Nothing is repeated per candidate or per turn."""
+    from agentgym.policies.candidate_block import candidate_totals, target_logprobs, turns_block
 
     decoder, head = _split(model)
-    out = decoder(input_ids=torch.tensor([seq.ids], device=device), use_cache=True)
-    cache = out.past_key_values
-    dtype = out.last_hidden_state.dtype
-    result = []
-    for turn in seq.turns:
-        p = turn.prompt_len
-        block = candidate_block(p - 1, [seq.ids[p - 1]], turn.candidates)
-        sub = DynamicCache()
-        for index, kv in enumerate(cache.layers):
-            sub.update(kv.keys[:, :, :p - 1], kv.values[:, :, :p - 1], index)
-        hidden = decoder(input_ids=torch.tensor([block.ids], device=device),
-                         position_ids=torch.tensor([block.positions], device=device),
-                         attention_mask=block.mask(dtype, device), past_key_values=sub,
-                         use_cache=True).last_hidden_state
-        read = hidden[0, torch.tensor(block.read, device=device)]
-        logprobs = torch.log_softmax(head(read).float() / temperature, -1)
-        scores = candidate_totals(target_logprobs(logprobs, block), block)
-        result.append(torch.log_softmax(scores, -1))
-    return result
+    block = turns_block(0, seq.ids, [(t.prompt_len, t.candidates) for t in seq.turns])
+    dtype = next(p for p in model.parameters()).dtype
+    hidden = decoder(input_ids=torch.tensor([block.ids], device=device),
+                     position_ids=torch.tensor([block.positions], device=device),
+                     attention_mask=block.mask(dtype, device)).last_hidden_state
+    read = hidden[0, torch.tensor(block.read, device=device)]
+    logprobs = torch.log_softmax(head(read).float() / temperature, -1)
+    totals = candidate_totals(target_logprobs(logprobs, block), block)
+    return [torch.log_softmax(scores, -1) for scores in totals.split(list(block.turn_sizes))]
 
 
 @dataclass

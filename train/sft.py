@@ -7,7 +7,8 @@
 Samples come from `train/sft_data.py` (expert demonstrations played through the rollout engine, an
 eval's successful episodes, or chat transcripts) in the rollout's own layout and chat template. The
 loss is the mean negative log-likelihood of the assistant's tokens only, computed with the trainer's
-own forward pass (logits at action positions only). The model section picks LoRA or full weights;
+own forward pass (logits at action positions only); or, with `sft.objective=choice`, the cross-entropy of
+the expert's action among the env's admissible actions as `admissible:` policies score them. The model section picks LoRA or full weights;
 `sft.train_layers` trains just the top layers. The checkpoint has the trainer's format, so
 `checkpoint:DIR` loads it as a policy and `model.policy=checkpoint:DIR` starts RL from it.
 Writes metrics.jsonl (a line per optimizer step, then one with the held-out evaluation), sft_loss.png.
@@ -74,6 +75,24 @@ def nll_step(model: Any, samples: Sequence[Any], index: Sequence[int], micro: in
     return total, tokens
 
 
+def choice_step(model: Any, seqs: Sequence[Any], index: Sequence[int], device: Any) -> tuple[float, int, int]:
+    """Backward of the turn-mean cross-entropy of the expert's action among each turn's admissible actions
+    (sft.objective=choice); (loss, turns, turns where the expert's action already scored best)."""
+    torch = require("torch", "hf")
+    from agentgym.train.choice import sequence_choice_logprobs
+
+    turns = sum(len(seqs[i].turns) for i in index)
+    total, best = 0.0, 0
+    for i in index:
+        logps = sequence_choice_logprobs(model, seqs[i], device)
+        picked = torch.stack([lp[t.chosen] for lp, t in zip(logps, seqs[i].turns)])
+        loss = -picked.sum() / max(turns, 1)
+        loss.backward()
+        total += float(loss.item())
+        best += sum(int(lp.argmax()) == t.chosen for lp, t in zip(logps, seqs[i].turns))
+    return total, turns, best
+
+
 class SFTRun:
     """One supervised run: build samples, train, checkpoint, evaluate."""
 
@@ -110,13 +129,18 @@ class SFTRun:
         cfg, s = self.cfg, self.cfg.sft
         write_json(self.run_dir / "config.json", cfg.to_dict())
         t0 = time.perf_counter()
-        samples, stats = build_sft_samples(cfg, self.chat, self.tools)
-        data_s = time.perf_counter() - t0
-        prompt_share = 1 - sum(int(x.mask.sum()) for x in samples) / max(sum(len(x) for x in samples), 1)
-        head = {"phase": "data", "samples": len(samples), "tokens": int(sum(len(x) for x in samples)),
-                "action_tokens": int(sum(x.mask.sum() for x in samples)), "prompt_token_share": prompt_share,
-                "trainable_params": self.trainable, "time/data": data_s, **stats}
-        self._log(head)
+        if s.objective == "choice":
+            from agentgym.train.sft_data import expert_choice_sequences
+
+            samples, stats = expert_choice_sequences(cfg, self.chat)
+            head = {"samples": len(samples), "tokens": int(sum(len(x.ids) for x in samples))}
+        else:
+            samples, stats = build_sft_samples(cfg, self.chat, self.tools)
+            prompt_share = 1 - sum(int(x.mask.sum()) for x in samples) / max(sum(len(x) for x in samples), 1)
+            head = {"samples": len(samples), "tokens": int(sum(len(x) for x in samples)),
+                    "action_tokens": int(sum(x.mask.sum() for x in samples)), "prompt_token_share": prompt_share}
+        self._log({"phase": "data", **head, "trainable_params": self.trainable,
+                   "time/data": time.perf_counter() - t0, **stats})
         plan = batches(len(samples), s.batch_size, s.epochs, cfg.train.seed)
         losses = self._train(samples, plan)
         ckpt = save_checkpoint(self.run_dir, len(plan), self.model, self.tokenizer,
@@ -136,16 +160,22 @@ class SFTRun:
         for step, index in enumerate(plan):
             t = time.perf_counter()
             self.optimizer.zero_grad(set_to_none=True)
-            loss, tokens = nll_step(self.model, samples, index, micro, self.device, self.pad_id)
+            if self.cfg.sft.objective == "choice":
+                loss, turns, best = choice_step(self.model, samples, index, self.device)
+                counts = {"choice_turns": turns, "choice_accuracy": best / max(turns, 1)}
+                seq_tokens = sum(len(samples[i].ids) for i in index)
+            else:
+                loss, tokens = nll_step(self.model, samples, index, micro, self.device, self.pad_id)
+                counts = {"action_tokens": tokens}
+                seq_tokens = sum(len(samples[i]) for i in index)
             params = [p for p in self.model.parameters() if p.requires_grad]
             norm = float(torch.nn.utils.clip_grad_norm_(params, self.cfg.optim.max_grad_norm))
             self.optimizer.step()
             if self.scheduler is not None:
                 self.scheduler.step()
             seconds = time.perf_counter() - t
-            seq_tokens = sum(len(samples[i]) for i in index)
             losses.append(loss)
-            self._log({"phase": "train", "iteration": step, "loss": loss, "action_tokens": tokens,
+            self._log({"phase": "train", "iteration": step, "loss": loss, **counts,
                        "grad_norm": norm, "tokens_per_s/train": seq_tokens / max(seconds, 1e-9),
                        "time/train": seconds}, quiet=bar is not None)
             if bar is not None:
@@ -179,7 +209,8 @@ class SFTRun:
         with (self.run_dir / "metrics.jsonl").open("a") as f:
             f.write(json.dumps(clean) + "\n")
         if not quiet and self.cfg.logging.progress:
-            keys = ("phase", "iteration", "loss", "samples", "prompt_token_share", "demo_success", "eval/success")
+            keys = ("phase", "iteration", "loss", "choice_accuracy", "samples", "prompt_token_share", "demo_success",
+                    "eval/success")
             print("sft " + " ".join(f"{k}={_fmt(record[k])}" for k in keys if k in record), file=sys.stderr)
 
 
@@ -218,7 +249,7 @@ def plot_loss(losses: Sequence[float], path: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.plot(range(len(losses)), losses)
     ax.set_xlabel("optimizer step")
-    ax.set_ylabel("action-token NLL")
+    ax.set_ylabel("loss")
     ax.set_title("SFT loss")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

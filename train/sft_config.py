@@ -30,6 +30,11 @@ class SFTSection:
     expert: Literal["fair", "oracle"] = "fair"
     """fair: env.expert_action() where the env has one (acts only on what the agent sees), else the
     oracle; oracle: env.oracle_action() (may see the hidden state)."""
+    objective: Literal["tokens", "choice"] = "tokens"
+    """tokens: NLL of the action tokens; choice: cross-entropy of the expert's action among the env's
+    admissible actions, scored as `admissible:` policies and rollout.action_mode=admissible act
+    (log-likelihood of each, renormalised): every turn also pushes the other actions down. Needs
+    source=expert and an env listing info["admissible_actions"]."""
     path: str = ""
     """trajectories.jsonl (or an eval dir holding it) or a transcripts JSONL."""
     episodes: int = 64
@@ -54,6 +59,11 @@ class SFTSection:
     """After training, greedy success on the eval section's held-out seeds (eval.seeds, eval.split)."""
 
     def __post_init__(self) -> None:
+        if self.objective not in ("tokens", "choice"):
+            raise ConfigError(f"sft.objective must be tokens or choice, got {self.objective!r}")
+        if self.objective == "choice" and self.source != "expert":
+            raise ConfigError("sft.objective=choice needs sft.source=expert (saved trajectories do not keep the "
+                              "admissible actions); use sft.objective=tokens")
         if self.source != "expert" and not self.path:
             raise ConfigError(f"sft.source={self.source} needs sft.path (a trajectories.jsonl or an eval dir, or a "
                               "transcripts JSONL)")

@@ -55,15 +55,29 @@ class ExpertPolicy(ScriptedPolicy):
     """Answers with the expert's text, tokenized by `chat` and closed with its end-of-turn token, as a
     model's generation ends (so the cloned model learns to stop)."""
 
-    def __init__(self, chat: Any, which: str = "fair"):
+    def __init__(self, chat: Any, which: str = "fair", record_choices: bool = False):
         super().__init__(lambda ctx: expert_command(ctx.env, which), chat)
+        # sft.objective=choice: prompt ids -> (every admissible action's ids, the expert's index), the record
+        # an AdmissiblePolicy keeps, so train/choice.py can pair each turn with what it chose among
+        self.record_choices = record_choices
+        self.choices: dict[tuple[int, ...], tuple[list[list[int]], int]] = {}
 
     def _one(self, request: GenerationRequest) -> Generation:
         gen = super()._one(request)
         end = self.chat.end_of_turn_id
         if gen.finish_reason != "stop" or end is None:
             return gen
-        return Generation((*gen.token_ids, end), gen.text, (*gen.logprobs, 0.0), "stop")
+        gen = Generation((*gen.token_ids, end), gen.text, (*gen.logprobs, 0.0), "stop")
+        if self.record_choices:
+            self._record(request, gen)
+        return gen
+
+    def _record(self, request: GenerationRequest, gen: Generation) -> None:
+        actions = (request.context.info or {}).get("admissible_actions") or ()
+        end = self.chat.end_of_turn_id
+        cands = [self.chat.encode(str(a)) + [end] for a in actions]
+        if list(gen.token_ids) in cands:  # an expert move outside the list teaches no choice
+            self.choices[tuple(request.prompt_ids)] = (cands, cands.index(list(gen.token_ids)))
 
 
 def rollout_config(config: Any, max_turns: int | None, chat: Any) -> Any:
@@ -74,14 +88,14 @@ def rollout_config(config: Any, max_turns: int | None, chat: Any) -> Any:
     return r.engine_config(sampling, max_turns, executor="serial")
 
 
-def expert_trajectories(config: Any, chat: Any) -> list[Trajectory]:
+def expert_trajectories(config: Any, chat: Any, expert: ExpertPolicy | None = None) -> list[Trajectory]:
     """Play `sft.episodes` expert episodes of rollout.env on `sft.split`; all of them, successful or not."""
     from agentgym.rollout import rollout
 
     s = config.sft
     seeds = list(range(s.seed_start, s.seed_start + s.episodes))
     max_turns = s.max_turns or config.rollout.max_turns
-    return rollout(config.rollout.env, ExpertPolicy(chat, s.expert), chat, seeds, 1,
+    return rollout(config.rollout.env, expert or ExpertPolicy(chat, s.expert), chat, seeds, 1,
                    rollout_config(config, max_turns, chat), env_kwargs=dict(config.rollout.env_kwargs) or None,
                    reset_options={"split": s.split})
 
@@ -97,6 +111,26 @@ def expert_samples(config: Any, chat: Any) -> tuple[list[Sample], dict[str, floa
     stats = {"demo_episodes": float(len(trajs)), "demo_success": len(good) / max(len(trajs), 1),
              "demo_turns": float(np.mean([t.num_turns for t in good])) if good else 0.0}
     return build_samples(good, config.rollout.layout), stats
+
+
+def expert_choice_sequences(config: Any, chat: Any) -> tuple[list[Any], dict[str, float]]:
+    """sft.objective=choice: the successful demonstrations as `train.choice.ChoiceSequence`s, each turn
+    paired with the admissible actions the expert chose among (the same records RL's choice update uses)."""
+    from agentgym.train.choice import choice_sequences
+
+    expert = ExpertPolicy(chat, config.sft.expert, record_choices=True)
+    trajs = expert_trajectories(config, chat, expert)
+    good = successful(trajs)
+    seqs = choice_sequences(good, expert.choices, config.rollout.layout)
+    turns = sum(len(s.turns) for s in seqs)
+    stats = {"demo_episodes": float(len(trajs)), "demo_success": len(good) / max(len(trajs), 1),
+             "demo_turns": float(np.mean([t.num_turns for t in good])) if good else 0.0,
+             "choice_turns": float(turns),
+             "candidates_per_turn": sum(len(t.candidates) for s in seqs for t in s.turns) / max(turns, 1)}
+    if not seqs:
+        raise ConfigError(f"sft.objective=choice: no demonstration turn chose among admissible actions ({stats}); "
+                          f"does {config.rollout.env} list info['admissible_actions']? Else use sft.objective=tokens")
+    return seqs, stats
 
 
 # ---------------------------------------------------------------------------------------------- text sources

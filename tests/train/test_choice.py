@@ -31,7 +31,7 @@ def brute_force(model, ids, turn):
     return torch.log_softmax(torch.stack(scores), -1)
 
 
-def test_cached_choice_logprobs_equal_brute_force_values_and_gradients(tiny):
+def test_one_pass_choice_logprobs_equal_brute_force_values_and_gradients(tiny):
     model, tok = tiny
     policy = AdmissiblePolicy(model, tok)
     chat = policy.chat_format()
