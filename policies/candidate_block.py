@@ -2,11 +2,11 @@
 
 The obvious way to score N candidates after a P-token prompt repeats the prompt's KV cache N times
 and runs an [N, W] batch: N x P copies of every layer's keys and values (at P = 700, N = 18 that is
-~0.6 GB per turn for SmolLM2-135M, kept for backward when training). Here the candidates are laid
-end to end in ONE row after the prompt's last tokens, and a 4-D attention mask lets each candidate
-token see the whole prompt and the earlier tokens of its own candidate only (a "tree" mask). Position
-ids restart at the prompt's length for every candidate, so each token gets exactly the logits it would
-get in a separate sequence; the prompt's KV is read once, never repeated.
+~0.6 GB per turn for SmolLM2-135M, kept for backward when training). Here the candidates' prefix tree
+(a prefix several share, "go to cabinet", is fed once) is laid out in ONE row after the prompt's last
+tokens, and a 4-D attention mask lets each tree node see the whole prompt, its ancestors and itself
+only. Position ids follow the depth in the tree, so each token gets exactly the logits it would get
+in a separate sequence; the prompt's KV is read once, never repeated.
 
     block = candidate_block(past=P - 1, prompt_tail=[last prompt token], candidates=cands)
     # or every turn of a conversation at once: turns_block(0, conversation, [(prompt_len, cands), ...])
@@ -26,35 +26,45 @@ from typing import Any, Sequence
 
 @dataclass(frozen=True)
 class CandidateBlock:
-    """One row: `prompt_tail` (prompt tokens after the `past` cached ones) then, for each turn, each
-    candidate's tokens but its last; a candidate of turn k sees the first `prompt_len_k` positions."""
+    """One row: `prompt_tail` (prompt tokens after the `past` cached ones) then, per turn, the prefix tree
+    of its candidates without their last tokens; a turn's tree nodes see its first `prompt_len` positions."""
 
     past: int                            # KV positions already cached before this row
     ids: tuple[int, ...]                 # the row's input tokens
     positions: tuple[int, ...]           # position id of each input token
-    segment: tuple[int, ...]             # -1 for prompt tokens, else a candidate's index over all turns
-    visible: tuple[int, ...]             # candidate tokens: how many leading positions they see (prompt: 0)
-    read: tuple[int, ...]                # row indices whose logits are needed (turns' last prompt tokens, bodies)
-    targets: tuple[tuple[int, int], ...]  # per candidate token: (index into `read`, token id) it must score
+    parent: tuple[int, ...]              # tree nodes: row index of the parent node (-1 at a root); prompt: -1
+    visible: tuple[int, ...]             # tree nodes: how many leading positions they see; prompt tokens: 0
+    targets: tuple[tuple[int, int], ...]  # per candidate token: (row index of the logits that score it, token id)
     lengths: tuple[int, ...]             # tokens per candidate, over all turns
     turn_sizes: tuple[int, ...]          # candidates per turn
 
+    @property
+    def read(self) -> tuple[int, ...]:
+        """The row indices whose logits are needed, in order."""
+        return tuple(sorted({r for r, _ in self.targets}))
+
     def mask(self, dtype: Any, device: Any = None) -> Any:
-        """Additive [1, 1, Q, past + Q] mask: 0 where a query may attend, the dtype's minimum elsewhere."""
+        """Additive [1, 1, Q, past + Q] mask: 0 where a query may attend, the dtype's minimum elsewhere.
+        Prompt tokens: causal. Tree nodes: the cache, the prompt up to their turn's `visible`, their
+        ancestors and themselves - never a sibling's branch or another turn's tree."""
         import torch
 
-        seg = torch.tensor(self.segment, device=device)
+        q = len(self.ids)
         visible = torch.tensor(self.visible, device=device)
         pos = torch.tensor(self.positions, device=device)
-        q = len(self.ids)
+        is_prompt = visible == 0
         idx = torch.arange(q, device=device)
-        is_prompt = seg == -1
-        causal = idx[None, :] <= idx[:, None]                                # key j <= query i
-        prompt_key_seen = is_prompt[None, :] & (causal & is_prompt[:, None]  # prompt: plain causal
-                                                | (pos[None, :] < visible[:, None]) & ~is_prompt[:, None])
-        own_candidate = ~is_prompt[None, :] & (seg[None, :] == seg[:, None]) & causal
-        allowed = torch.cat([torch.ones((q, self.past), dtype=torch.bool, device=device),
-                             prompt_key_seen | own_candidate], dim=1)
+        allowed = is_prompt[None, :] & ((idx[None, :] <= idx[:, None]) & is_prompt[:, None]
+                                        | (pos[None, :] < visible[:, None]) & ~is_prompt[:, None])
+        nodes = (~is_prompt).nonzero().squeeze(1)
+        allowed[nodes, nodes] = True
+        parent = torch.tensor(self.parent, device=device)
+        up = parent[nodes]
+        while (up >= 0).any():  # walk every node's ancestors at once, one level per pass
+            keep = up >= 0
+            allowed[nodes[keep], up[keep]] = True
+            nodes, up = nodes[keep], parent[up[keep]]
+        allowed = torch.cat([torch.ones((q, self.past), dtype=torch.bool, device=device), allowed], dim=1)
         out = torch.zeros((q, self.past + q), dtype=dtype, device=device)
         out.masked_fill_(~allowed, torch.finfo(dtype).min)
         return out[None, None]
@@ -63,33 +73,33 @@ class CandidateBlock:
 def turns_block(past: int, prompt_tail: Sequence[int],
                 turns: Sequence[tuple[int, Sequence[Sequence[int]]]]) -> CandidateBlock:
     """Lay out `prompt_tail` (the tokens after the `past` cached ones) and, for each (prompt_len,
-    candidates) turn, the candidates' bodies; each turn's last prompt token (position prompt_len - 1)
-    must be in the row, since its logits score the candidates' first tokens."""
+    candidates) turn, the prefix tree of the candidates' bodies: a prefix shared by several candidates
+    ("go to cabinet ...") is fed once. Each turn's last prompt token (position prompt_len - 1) must be in
+    the row, since its logits score the candidates' first tokens."""
     end = past + len(prompt_tail)
     ids, positions = list(prompt_tail), list(range(past, end))
-    segment, visible = [-1] * len(prompt_tail), [0] * len(prompt_tail)
-    read, targets, lengths, sizes = [], [], [], []
+    parent, visible = [-1] * len(prompt_tail), [0] * len(prompt_tail)
+    targets, lengths, sizes = [], [], []
     for prompt_len, candidates in turns:
         if not past < prompt_len <= end:
             raise ValueError(f"a turn's prompt of {prompt_len} tokens must end inside the row ({past}, {end}]")
         if not candidates or any(len(c) == 0 for c in candidates):
             raise ValueError("every turn needs non-empty candidates")
-        read.append(prompt_len - 1 - past)
-        first = len(read) - 1
+        node_of: dict[tuple[int, ...], int] = {(): prompt_len - 1 - past}  # prefix -> row index fed with it
         for cand in candidates:
-            k = len(lengths)
-            targets.append((first, int(cand[0])))            # first token: from the prompt's last logits
-            for t, token in enumerate(cand[:-1]):
-                ids.append(int(token))
-                positions.append(prompt_len + t)
-                segment.append(k)
-                visible.append(prompt_len)
-                read.append(len(ids) - 1)
-                targets.append((len(read) - 1, int(cand[t + 1])))  # next token: from this token's logits
+            cand = tuple(int(t) for t in cand)
+            for t in range(1, len(cand)):           # the node for prefix cand[:t] feeds token cand[t - 1]
+                if cand[:t] not in node_of:
+                    ids.append(cand[t - 1])
+                    positions.append(prompt_len + t - 1)
+                    parent.append(node_of[cand[:t - 1]] if t > 1 else -1)
+                    visible.append(prompt_len)
+                    node_of[cand[:t]] = len(ids) - 1
+            targets += [(node_of[cand[:t]], cand[t]) for t in range(len(cand))]  # token t from prefix cand[:t]
             lengths.append(len(cand))
         sizes.append(len(candidates))
-    return CandidateBlock(past, tuple(ids), tuple(positions), tuple(segment), tuple(visible), tuple(read),
-                          tuple(targets), tuple(lengths), tuple(sizes))
+    return CandidateBlock(past, tuple(ids), tuple(positions), tuple(parent), tuple(visible), tuple(targets),
+                          tuple(lengths), tuple(sizes))
 
 
 def candidate_block(past: int, prompt_tail: Sequence[int], candidates: Sequence[Sequence[int]]) -> CandidateBlock:
@@ -109,10 +119,12 @@ def split_scores(token_logprobs: Sequence[float], block: CandidateBlock) -> list
 
 
 def target_logprobs(read_logprobs: Any, block: CandidateBlock) -> Any:
-    """The flat [sum(lengths)] tensor of target-token log-probs from [len(read), V] log-probs."""
+    """The flat [sum(lengths)] tensor of target-token log-probs from [len(block.read), V] log-probs
+    (the rows `block.read` of the row's logits)."""
     import torch
 
-    rows = torch.tensor([r for r, _ in block.targets], device=read_logprobs.device)
+    where = {r: k for k, r in enumerate(block.read)}
+    rows = torch.tensor([where[r] for r, _ in block.targets], device=read_logprobs.device)
     cols = torch.tensor([t for _, t in block.targets], device=read_logprobs.device)
     return read_logprobs[rows, cols]
 

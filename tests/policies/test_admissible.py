@@ -65,7 +65,8 @@ def test_next_turn_reuses_the_stored_prompt_and_scores_the_same(tiny):
     policy = AdmissiblePolicy(model, tok)
     chat = policy.chat_format()
     first = chat.initial_prompt("Take the key.", "You are in room 0 .")
-    cands = policy.candidate_ids(["left", "take key", "open the big door now", "r"])
+    cands = policy.candidate_ids(["left", "take key", "open the big door now", "r", "go to cabinet 1", "go to cabinet 2",
+                                  "go to drawer 1"])  # shared prefixes: one tree branch
     policy.candidate_scores(first, cands)
     store = policy.free.prefix_store
     assert len(store) == 1 and store.miss_tokens == len(first)

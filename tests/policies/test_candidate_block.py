@@ -20,11 +20,23 @@ def test_one_turn_layout():
     b = candidate_block(3, [10, 11], [[20, 21, 22], [30], [40, 41]])
     assert b.ids == (10, 11, 20, 21, 40)                 # candidates' last tokens are never fed
     assert b.positions == (3, 4, 5, 6, 5)               # each candidate restarts at the prompt's length
+    assert b.parent == (-1, -1, -1, 2, -1)
     assert b.read == (1, 2, 3, 4)
-    # first tokens from the prompt's last logits (read 0); later tokens from their predecessor
-    assert b.targets == ((0, 20), (1, 21), (2, 22), (0, 30), (0, 40), (3, 41))
+    # first tokens from the prompt's last logits (row 1); later tokens from their predecessor's node
+    assert b.targets == ((1, 20), (2, 21), (3, 22), (1, 30), (1, 40), (4, 41))
     assert b.lengths == (3, 1, 2) and b.turn_sizes == (3,)
     assert split_scores([1, 2, 3, 4, 5, 6], b) == [[1, 2, 3], [4], [5, 6]]
+
+
+def test_shared_prefixes_are_fed_once():
+    go = [[7, 8, 20, 1, 99], [7, 8, 20, 2, 99], [7, 8, 30, 1, 99], [5, 99]]  # "go to cabinet 1", ...
+    b = candidate_block(0, [1, 2], go)
+    assert b.ids == (1, 2, 7, 8, 20, 1, 2, 30, 1, 5)     # 10 fed instead of 2 + 4 * 4 - 3 = 15 with no tree
+    assert b.positions == (0, 1, 2, 3, 4, 5, 5, 4, 5, 2)
+    # "cabinet 2" (row 6) sees the prompt and "go to cabinet" only; never the other numbers
+    assert [t for _, t in seen(b, 6)] == [1, 2, 7, 8, 20, 2]
+    assert [t for _, t in seen(b, 8)] == [1, 2, 7, 8, 30, 1]
+    assert b.targets[5:10] == ((1, 7), (2, 8), (3, 20), (4, 2), (6, 99))
 
 
 def test_mask_candidates_see_the_prompt_and_their_own_tokens_only():
@@ -40,7 +52,7 @@ def test_several_turns_see_only_their_own_prompt():
     b = turns_block(0, conversation, [(3, [[7, 8]]), (6, [[9, 10]])])
     assert b.ids == (1, 2, 3, 4, 5, 6, 7, 9)
     assert b.positions[6:] == (3, 6)
-    assert b.read == (2, 6, 5, 7)                # turn 1 scores from position 2, turn 2 from position 5
+    assert b.targets == ((2, 7), (6, 8), (5, 9), (7, 10))   # turn 1 scores from position 2, turn 2 from 5
     assert [t for _, t in seen(b, 6)] == [1, 2, 3, 7]          # turn 1's candidate: not tokens 4..6
     assert [t for _, t in seen(b, 7)] == [1, 2, 3, 4, 5, 6, 9]
     assert b.turn_sizes == (1, 1)
