@@ -29,7 +29,7 @@ class HouseholdEnv(TextEnv):
                  rooms: tuple[str, ...] | str | None = None, difficulty: str | None = None,
                  receptacle_scale: float | None = None, distractors: int | None = None,
                  success_reward: float = 1.0, progress_reward: float = 0.0, invalid_penalty: float = 0.0,
-                 anchor: str = "observation", list_actions: bool | str = False):
+                 anchor: str = "observation", list_actions: bool | str = False, remind_task: bool = False):
         split = cat.canonical_split(split)
         if split not in cat.SPLITS:
             raise ConfigError(f"unknown split {split!r}; choose from {', '.join(cat.SPLITS)} (or test = test_unseen)")
@@ -45,6 +45,9 @@ class HouseholdEnv(TextEnv):
         self.success_reward, self.progress_reward = float(success_reward), float(progress_reward)
         self.invalid_penalty = float(invalid_penalty)
         self.anchor_mode, self.list_actions = anchor, list_actions
+        # restate the goal after every step's observation: a small model then finds the object and target
+        # names next to what it sees instead of hundreds of tokens back (ALFWorld states it once)
+        self.remind_task = bool(remind_task)
         self.world: World | None = None
         self._acts: dict[str, engine.Op] = {}
         self._achieved: set[str] = set()
@@ -112,7 +115,7 @@ class HouseholdEnv(TextEnv):
             obs += " You completed the task!"
         info = make_info(success=success, valid_action=not why, reward_components=components,
                          task_id=w.task.task_id)
-        obs, info = self._finish(obs, info)
+        obs, info = self._finish(obs, info, remind=self.remind_task and not success)
         return obs, float(sum(components.values())), success, False, info
 
     def oracle_action(self) -> str | None:
@@ -150,8 +153,10 @@ class HouseholdEnv(TextEnv):
             self._achieved |= new
             components["progress"] = self.progress_reward * len(new)
 
-    def _finish(self, obs: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    def _finish(self, obs: str, info: dict[str, Any], remind: bool = False) -> tuple[str, dict[str, Any]]:
         self._expert.observe(obs)  # before the listing is appended: it reads what the agent is told
+        if remind:
+            obs += f" (Task: {self._require_world().task.goal})"
         acts = list(self._acts) if not self._done else []
         if self.list_actions == "compact" and acts:
             # the "go to" commands repeat the room listing every turn: name only what else can be done here

@@ -79,3 +79,22 @@ def test_compact_action_list_names_only_what_the_room_listing_does_not():
     assert "go to " not in tail.replace("go to any receptacle above", "")
     with pytest.raises(ConfigError, match="list_actions"):
         HouseholdEnv(list_actions="sometimes")
+
+
+def test_remind_task_restates_the_goal_after_each_step_and_the_expert_still_solves():
+    from agentgym.envs.household.env import HouseholdEnv
+
+    env = HouseholdEnv(remind_task=True, task_types=("pick_and_place",))
+    obs, info = env.reset(seed=5)
+    goal = obs.rsplit("Your task is to: ", 1)[1]
+    obs, *_ = env.step(info["admissible_actions"][0])
+    assert obs.endswith(f" (Task: {goal})")
+    assert "Your task is to" not in obs  # the expert reads that phrase as a new episode
+    for _ in range(40):
+        obs, reward, done, _, info = env.step(env.expert_action())
+        if done:
+            break
+    assert done and reward > 0 and "(Task:" not in obs
+    plain = HouseholdEnv(task_types=("pick_and_place",))
+    first, info = plain.reset(seed=5)
+    assert "(Task:" not in plain.step(info["admissible_actions"][0])[0]  # default: worded as ALFWorld does
