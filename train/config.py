@@ -362,6 +362,11 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         return value
     if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
+    if tp is float and isinstance(value, str):  # YAML 1.1 reads "2e-4" (no dot) as a string
+        try:
+            return float(value)
+        except ValueError:
+            raise ConfigError(f"{where} must be a number, got {value!r}") from None
     if tp is bool and not isinstance(value, bool):
         raise ConfigError(f"{where} must be true or false, got {value!r}")
     if tp is int and (isinstance(value, bool) or not isinstance(value, int)):

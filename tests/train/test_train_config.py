@@ -15,6 +15,8 @@ def test_defaults_are_valid_and_overrides_apply():
     assert isinstance(cfg, TrainConfig)
     assert cfg.algorithm.gamma == 0.9 and cfg.rollout.group_size == 4 and cfg.model.lora.enabled
     assert cfg.algorithm.turn_cap_schedule == ((0, 2), (5, 4)) and cfg.algorithm.dual_clip == 3.0
+    # YAML 1.1 reads 2e-4 (no dot) as a string; a float field takes it as the number it means
+    assert config_from_dict({}, ["optim.lr=2e-4"]).optim.lr == 2e-4
 
 
 def test_yaml_file(tmp_path: Path):
@@ -32,6 +34,7 @@ def test_yaml_file(tmp_path: Path):
     (["rollout.group_size=1"], "group_size >= 2"),
     (["algorithm.gamma=1.5"], r"gamma must be in \[0, 1\]"),
     (["train.iterations=many"], "must be an integer"),
+    (["optim.lr=fast"], "optim.lr must be a number"),
     (["algorithm.dual_clip=0.5"], "dual_clip must be > 1"),
     (["model.policy=vllm:Qwen/Qwen2.5-1.5B-Instruct"], "model.device=cuda"),
     (["gamma"], "section.key=value"),
