@@ -120,13 +120,25 @@ def _setup_fsdp(c: Any, config: Any, rank: int, world: int, cuda: bool) -> tuple
     # HF returns its logits as a slice (a view); nothing here edits them in place, which is what FSDP warns of
     warnings.filterwarnings("ignore", message=r"FSDP2-wrapped module .* returned a view tensor")
     mesh = init_device_mesh("cuda" if cuda else "cpu", (world,))
-    shard(c.model, mesh)
-    if c.critic is not None:
-        shard(c.critic, mesh)
+    for module in (c.model, c.critic):
+        if module is not None:
+            broadcast_weights(module)
+            shard(module, mesh)
     # fully_shard replaced the parameters with DTensors: the optimizer must hold the new ones
     optimizer, scheduler = make_optimizer(config, c.model, c.critic)
     c = dataclasses.replace(c, optimizer=optimizer, scheduler=scheduler, policy=policy)
     return DistContext(rank, world, "fsdp", c.model, c.critic, full_model), c
+
+
+def broadcast_weights(module: Any) -> None:
+    """Rank 0's weights on every rank, as DDP does when it wraps a model: each rank keeps only its shard
+    of its own copy, so copies that differ (an unseeded random init) would splice silently."""
+    import torch
+    import torch.distributed as dist
+
+    with torch.no_grad():
+        for tensor in module.state_dict().values():
+            dist.broadcast(tensor, src=0)
 
 
 def shard(module: Any, mesh: Any) -> Any:

@@ -21,6 +21,9 @@ from agentgym.train.config import load_config  # noqa: E402
 from agentgym.train.metrics import read_metrics  # noqa: E402
 from agentgym.train.trainer import train  # noqa: E402
 
+# reading a dcp/ directory back in this (non-distributed) process is meant, not a mistake
+pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
+
 SMALL = ["rollout.groups=2", "rollout.group_size=4", "eval.every=0", "train.mini_batches=2",
          "train.micro_batch_size=16", "train.torch_threads=1", "logging.progress=false"]
 # 3 mini-batches of 2-sample micro-batches: 64 samples split 22/21/21, so in two of them one rank has a
@@ -191,7 +194,8 @@ def test_fsdp_kill_and_resume_with_a_critic(tmp_path: Path):
 
 def test_sharded_clip_equals_one_process_clip(tmp_path: Path):
     """`torch.nn.utils.clip_grad_norm_` over FSDP2's DTensor gradients: the same total norm and the
-    same clipped gradients as over the 1-process gradients (this file's __main__ runs on 2 ranks)."""
+    same clipped gradients as over the 1-process gradients (this file's __main__ runs on 2 ranks), rank 1
+    starting from other weights that fsdp setup's broadcast replaces with rank 0's."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CLIP_OUT": str(tmp_path)}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", __file__]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, start_new_session=True)
@@ -233,6 +237,11 @@ def _clip_worker() -> None:
     ref_norm = D.clip_grad_norm([p for p in reference.parameters()], 0.5)
     from torch.distributed.device_mesh import init_device_mesh
 
+    if rank == 1:  # a copy that differs (an unseeded init): sharding must start from rank 0's weights
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn_like(p))
+    D.broadcast_weights(model)
     D.shard(model, init_device_mesh("cpu", (world,)))
     params = [p for p in model.parameters()]  # before any forward: the sharded (DTensor) parameters
     (loss_of(model, slice(rank * 2, rank * 2 + 2)) * world).backward()
