@@ -66,7 +66,10 @@ def is_fsdp(ctx: DistContext | None) -> bool:
 
 def pin_cuda_device(device: str) -> None:
     """Under torchrun each rank owns GPU LOCAL_RANK: make it the current device before anything lands on
-    "cuda" (a bare "cuda" would put every rank on GPU 0)."""
+    "cuda" (without it every rank would use GPU 0)."""
+    if launched_world() > 1 and device.startswith("cuda:"):
+        raise ConfigError(f"model.device={device} would put every torchrun rank on one GPU: use model.device=cuda "
+                          "(each rank takes GPU LOCAL_RANK)")
     if launched_world() > 1 and device == "cuda":
         import torch
 
@@ -120,7 +123,7 @@ def _setup_fsdp(c: Any, config: Any, rank: int, world: int, cuda: bool) -> tuple
     # HF returns its logits as a slice (a view); nothing here edits them in place, which is what FSDP warns of
     warnings.filterwarnings("ignore", message=r"FSDP2-wrapped module .* returned a view tensor")
     mesh = init_device_mesh("cuda" if cuda else "cpu", (world,))
-    for module in (c.model, c.critic):
+    for module in (c.model, c.critic, _reference_copy(c)):  # a KL reference copy is sharded too: no rank holds it whole
         if module is not None:
             broadcast_weights(module)
             shard(module, mesh)
@@ -128,6 +131,14 @@ def _setup_fsdp(c: Any, config: Any, rank: int, world: int, cuda: bool) -> tuple
     optimizer, scheduler = make_optimizer(config, c.model, c.critic)
     c = dataclasses.replace(c, optimizer=optimizer, scheduler=scheduler, policy=policy)
     return DistContext(rank, world, "fsdp", c.model, c.critic, full_model), c
+
+
+def _reference_copy(c: Any) -> Any:
+    """The frozen copy the KL penalty reads, or None (no KL, or LoRA's: the model with adapters off)."""
+    if c.ref is None:
+        return None
+    with c.ref() as ref_model:
+        return None if ref_model is c.model else ref_model
 
 
 def broadcast_weights(module: Any) -> None:
@@ -256,7 +267,8 @@ def all_reduce_sum(ctx: DistContext | None, values: Sequence[float]) -> list[flo
     import torch
     import torch.distributed as dist
 
-    t = torch.tensor(list(values), dtype=torch.float64)
+    nccl = dist.get_backend() == "nccl"  # which reduces GPU tensors only
+    t = torch.tensor(list(values), dtype=torch.float64, device="cuda" if nccl else "cpu")
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return t.tolist()
 

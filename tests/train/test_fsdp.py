@@ -29,6 +29,7 @@ SMALL = ["rollout.groups=2", "rollout.group_size=4", "eval.every=0", "train.mini
 # 3 mini-batches of 2-sample micro-batches: 64 samples split 22/21/21, so in two of them one rank has a
 # micro-batch fewer than the other and must run a zero-loss filler to join FSDP's collectives
 FILLERS = ["train.mini_batches=3", "train.micro_batch_size=2"]
+KL = ["algorithm.kl_coef=0.05"]  # a frozen reference copy, sharded like the model under fsdp
 GAE = ["algorithm.estimator=turn_gae"]
 
 
@@ -108,10 +109,11 @@ def _micro_counts(n: int, mini_batches: int, micro: int, world: int) -> list[lis
 
 @pytest.fixture(scope="module")
 def fsdp_step(tmp_path_factory) -> tuple[Path, Path]:
-    """(1-process run, 2-rank fsdp run) of one iteration on the same batch, with filler micro-batches."""
+    """(1-process run, 2-rank fsdp run) of one iteration on the same batch, with filler micro-batches and
+    a KL penalty (it pulls from the second mini-batch on, once the policy has left the reference)."""
     base = tmp_path_factory.mktemp("fsdp")
-    one = _one_process(base / "one", "train.iterations=1", *FILLERS)
-    two = _torchrun(base / "two", "train.iterations=1", "train.distributed=fsdp", *FILLERS)
+    one = _one_process(base / "one", "train.iterations=1", *FILLERS, *KL)
+    two = _torchrun(base / "two", "train.iterations=1", "train.distributed=fsdp", *FILLERS, *KL)
     return one, two
 
 
@@ -120,6 +122,7 @@ def test_fsdp_two_ranks_equal_one_process_after_one_step(fsdp_step):
     m1, m2 = read_metrics(one)[0], read_metrics(two)[0]
     assert any(len(set(c)) > 1 for c in _micro_counts(int(m1["samples"]), 3, 2, 2))  # fillers did run
     _assert_same_step(m1, m2)
+    assert m1["kl"] > 0 and m2["kl"] > 0  # the reference did pull
     assert m1["grad_norm"] > 1.0  # above optim.max_grad_norm: the sharded clip was exercised
     w1, w2 = _safetensors(one / "ckpt-1" / "model"), _safetensors(two / "ckpt-1" / "model")
     assert w1.keys() == w2.keys()
@@ -136,7 +139,7 @@ def test_fsdp_checkpoint_resumed_without_torchrun_says_how(fsdp_step, tmp_path: 
     run = tmp_path / "run"
     shutil.copytree(fsdp_step[1], run)
     with pytest.raises(ConfigError, match="torchrun with train.distributed=fsdp"):
-        _one_process(run, "train.iterations=2", "checkpoint.resume=auto", *FILLERS)
+        _one_process(run, "train.iterations=2", "checkpoint.resume=auto", *FILLERS, *KL)
 
 
 def test_fsdp_lora_two_ranks_equal_one_process(tmp_path: Path):
@@ -274,6 +277,13 @@ def test_admissible_mode_under_torchrun_is_refused(monkeypatch):
     config = load_config("toy_learning", ["rollout.action_mode=admissible"])
     with pytest.raises(ConfigError, match="action_mode"):
         D.setup("fsdp", None, config)
+
+
+def test_one_gpu_index_for_every_rank_is_refused(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ConfigError, match="model.device=cuda "):
+        D.pin_cuda_device("cuda:0")
+    D.pin_cuda_device("cpu")  # nothing to pin
 
 
 def test_fsdp_without_torchrun_says_how_to_launch(tmp_path: Path):
