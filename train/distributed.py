@@ -103,7 +103,9 @@ def setup(mode: str, c: Any, config: Any) -> tuple[DistContext | None, Any]:
 
     ids = [torch.cuda.current_device()] if cuda else None
     model = DistributedDataParallel(c.model, device_ids=ids)
-    critic = DistributedDataParallel(c.critic, device_ids=ids) if c.critic is not None else None
+    critic = None
+    if c.critic is not None:  # a separate backbone's own LM head (untied) gets no gradient from the value loss
+        critic = DistributedDataParallel(c.critic, device_ids=ids, find_unused_parameters=not c.critic.shared)
     return DistContext(rank, world, "ddp", model, critic), c
 
 
