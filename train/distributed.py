@@ -110,6 +110,11 @@ def setup(mode: str, c: Any, config: Any) -> tuple[DistContext | None, Any]:
 
 
 def _setup_fsdp(c: Any, config: Any, rank: int, world: int, cuda: bool) -> tuple[DistContext, Any]:
+    try:
+        from torch.distributed.fsdp import fully_shard  # noqa: F401  (public since torch 2.6)
+    except ImportError as exc:
+        raise ConfigError("train.distributed=fsdp needs FSDP2 (torch>=2.6): upgrade torch or use "
+                          "train.distributed=ddp") from exc
     from torch.distributed.device_mesh import init_device_mesh
 
     from agentgym.train.setup import make_optimizer, make_policy
@@ -231,7 +236,8 @@ def local_micro_batches(ctx: DistContext | None, samples: Sequence[Any], index: 
     mine = micro_batches(samples, local_part(ctx, index), size)
     if not is_fsdp(ctx):
         return mine
-    most = max(len(micro_batches(samples, part.tolist(), size)) for part in np.array_split(np.asarray(index), ctx.world))
+    parts = np.array_split(np.asarray(index), ctx.world)
+    most = max(len(micro_batches(samples, part.tolist(), size)) for part in parts)
     return mine + [[] for _ in range(most - len(mine))]
 
 
