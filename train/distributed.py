@@ -12,12 +12,13 @@ tolerance). Checkpoints add every rank's model, critic and optimizer state writt
 torch.distributed.checkpoint (ckpt-N/dcp/), which is what a torchrun resume loads.
 
 FSDP and rollouts: rank 0 generates alone while the others wait, so it must not generate with the
-sharded module, whose every forward is a collective the idle ranks would have to join token by token
-(`unshard()` around generation has the same problem: any forward through the FSDP hooks reshards and
-re-gathers). Rank 0 instead keeps a plain unsharded copy, refreshed after each update by one gather of
-the trainable weights (`get_model_state_dict(full_state_dict, cpu_offload)`: LoRA gathers just the
-adapters), exactly as a vLLM engine gets weights pushed. It costs one full copy on rank 0 (what the
-unsharded parameters would hold during generation anyway) and one all-gather per iteration; the same
+sharded module, whose every forward is a collective the idle ranks would have to join token by token.
+`unshard()` around the rollout (with resharding after forward switched off) would gather the full
+weights onto every rank, not just rank 0, and keep FSDP's hooks in every decoding step. Rank 0 instead
+keeps a plain unsharded copy, refreshed after each update by one gather of the trainable weights
+(`get_model_state_dict(full_state_dict, cpu_offload)`: LoRA gathers just the adapters), exactly as a
+vLLM engine gets weights pushed. It costs one full copy on rank 0 (what unsharded parameters would hold
+during generation anyway) and one gather per iteration (benchmarks/scale.py prints its time); the same
 copy writes the HF weights of checkpoints.
 """
 from __future__ import annotations
