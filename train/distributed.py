@@ -183,6 +183,14 @@ def is_sharded(model: Any) -> bool:
     return fsdp is not None and isinstance(model, fsdp.FSDPModule)
 
 
+def trained_params(module: Any) -> list[Any]:
+    """The parameters the optimizer steps, where their gradients land. FSDP2 leaves a root's parameters
+    unsharded (plain tensors) after a forward without backward (scoring), so reshard it first."""
+    if is_sharded(module):
+        module.reshard()
+    return [p for p in module.parameters() if p.requires_grad]
+
+
 def sync_full_copy(ctx: DistContext, model: Any) -> Any:
     """Every rank joins one gather of `model`'s trainable weights; rank 0 writes them into its unsharded
     copy and returns it (None elsewhere). Frozen weights (a LoRA base) never change, so they stay put."""

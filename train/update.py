@@ -278,11 +278,8 @@ def ppo_update(c: Components, samples: Sequence[Sample], scored: Scored, targets
     critic_model = dist.critic if dist is not None else c.critic
     stats, algo, tc, optim = UpdateStats(), cfg.algorithm, cfg.train, cfg.optim
     rng = np.random.default_rng(shuffle_seed)  # its own stream: resume reproduces the same order
-    # the optimizer's groups (policy, then critic: setup.make_optimizer) hold the trained tensors; a module's
-    # own can differ, as FSDP2 leaves its root's parameters unsharded plain tensors between forwards
-    groups = c.optimizer.param_groups
-    actor = list(groups[0]["params"])
-    critic = list(groups[1]["params"]) if c.critic is not None else []
+    actor = D.trained_params(c.model)
+    critic = D.trained_params(c.critic) if c.critic is not None else []
     critic_norm = optim.critic_max_grad_norm if optim.critic_max_grad_norm is not None else optim.max_grad_norm
     value_clip = value_clip_range(algo, targets)
     for _ in range(tc.ppo_epochs):
