@@ -1,21 +1,25 @@
-"""Scaling out, measured: env steps/s on 1, 2, 4 Ray workers and training samples/s on 1 and 2 gloo ranks.
+"""Scaling out, measured: env steps/s on 1, 2, 4 Ray workers and training samples/s on 1 and 2 gloo ranks
+(ddp and fsdp side by side).
 
 Env steps: one RayPool of `--envs` envs (each actor holds envs i % workers), stepped in batches with a
 random admissible action each (resets when an episode ends are counted as steps), for `--seconds`.
 Ray is started locally with 4 CPUs (or joins `--ray-address`). Training: the toy_learning preset on
-the tiny model for `--iterations` iterations, as 1 process and as `torchrun --nproc_per_node 2`
-(gloo); samples/s = trained samples / the update's wall time (metrics time/train), rollouts excluded.
-On a machine with fewer cores than workers/ranks the figures show the overhead, not a speed-up.
+the tiny model (or, with `--hidden/--layers`, a bigger random Llama on its vocabulary) for
+`--iterations` iterations, as 1 process and as `torchrun --nproc_per_node 2` (gloo) with
+train.distributed=ddp and =fsdp; samples/s = trained samples / the update's wall time (metrics
+time/train: scoring, the PPO step and, under fsdp, the gather into rank 0's rollout copy), rollouts
+excluded; "push" is that gather's share. On a machine with fewer cores than workers/ranks the figures
+show the overhead, not a speed-up.
 
     python benchmarks/scale.py                      # both parts
     python benchmarks/scale.py --part env --env agentgym/Household-v0 --seconds 5
+    python benchmarks/scale.py --part train --hidden 256 --layers 4
 """
 from __future__ import annotations
 
 import argparse
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,26 +50,36 @@ def env_steps_per_s(env: str, n_envs: int, workers: int, seconds: float, address
         return steps / (time.perf_counter() - start)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def model_overrides(hidden: int, layers: int) -> list[str]:
+    """A random Llama of that size on the tiny model's word vocabulary (nothing: the tiny model itself)."""
+    if not hidden:
+        return []
+    spec = {"model_type": "llama", "hidden_size": hidden, "intermediate_size": hidden * 4,
+            "num_hidden_layers": layers, "num_attention_heads": max(1, hidden // 64),
+            "num_key_value_heads": max(1, hidden // 64), "tie_word_embeddings": True,
+            "max_position_embeddings": 512}
+    return ["model.init_from_config={" + ", ".join(f"{k}: {v}" for k, v in spec.items()) + "}"]
 
 
-def train_samples_per_s(ranks: int, iterations: int, run_dir: Path) -> tuple[float, float]:
-    """(samples/s of the update, final policy_loss) of a toy_learning run on `ranks` processes."""
+def train_samples_per_s(ranks: int, mode: str, iterations: int, run_dir: Path, extra: list[str]
+                        ) -> tuple[float, float, float]:
+    """(samples/s of the update, final policy_loss, mean seconds of the weight push per iteration) of a
+    toy_learning run on `ranks` processes with train.distributed=`mode`."""
     from agentgym.train.metrics import read_metrics
 
     overrides = [f"train.run_dir={run_dir}", f"train.iterations={iterations}", "eval.every=0",
-                 "train.torch_threads=1", "logging.progress=false"]
+                 "train.torch_threads=1", "logging.progress=false", f"train.distributed={mode}", *extra]
     launch = [sys.executable, "-m", "agentgym.train"] if ranks == 1 else [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(ranks), "--master_addr",
-        "127.0.0.1", "--master_port", str(_free_port()), "-m", "agentgym.train"]
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(ranks),
+        "-m", "agentgym.train"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run([*launch, "toy_learning", *overrides], check=True, env=env, capture_output=True)
+    out = subprocess.run([*launch, "toy_learning", *overrides], env=env, capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"{mode} on {ranks} rank(s) failed:\n{out.stderr[-3000:]}")
     rows = read_metrics(run_dir)[1:] or read_metrics(run_dir)  # the first iteration warms up
     samples = sum(r["samples"] for r in rows)
-    return samples / sum(r["time/train"] for r in rows), rows[-1]["policy_loss"]
+    push = sum(r.get("time/push_weights", 0.0) for r in rows) / len(rows)
+    return samples / sum(r["time/train"] for r in rows), rows[-1]["policy_loss"], push
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=3.0)
     p.add_argument("--ray-address", default="")
     p.add_argument("--iterations", type=int, default=3)
+    p.add_argument("--hidden", type=int, default=0, help="train a random Llama this wide (0: the tiny model)")
+    p.add_argument("--layers", type=int, default=4, help="its decoder layers (with --hidden)")
     a = p.parse_args(argv)
     print(f"cores: {os.cpu_count()}")
     if a.part in ("env", "both"):
@@ -89,11 +105,17 @@ def main(argv: list[str] | None = None) -> int:
               f"   ratio 4/1: {rates[4] / rates[1]:.2f}x")
         ray.shutdown()
     if a.part in ("train", "both"):
+        extra = model_overrides(a.hidden, a.layers)
+        runs = {}
         with tempfile.TemporaryDirectory() as tmp:
-            one, loss1 = train_samples_per_s(1, a.iterations, Path(tmp) / "one")
-            two, loss2 = train_samples_per_s(2, a.iterations, Path(tmp) / "two")
-        print(f"training samples/s (toy_learning, tiny model, gloo):  1 rank: {one:8.1f}  2 ranks: {two:8.1f}"
-              f"   ratio 2/1: {two / one:.2f}x   (last policy_loss {loss1:.6f} vs {loss2:.6f})")
+            for name, ranks, mode in (("1 rank", 1, "none"), ("ddp 2 ranks", 2, "ddp"), ("fsdp 2 ranks", 2, "fsdp")):
+                runs[name] = train_samples_per_s(ranks, mode, a.iterations, Path(tmp) / mode, extra)
+        model = f"random Llama {a.hidden}x{a.layers}" if a.hidden else "tiny model"
+        one = runs["1 rank"][0]
+        print(f"training samples/s (toy_learning, {model}, gloo):  " +
+              "  ".join(f"{name}: {rate:8.1f} ({rate / one:.2f}x)" for name, (rate, _, _) in runs.items()))
+        print(f"   fsdp push into rank 0's rollout copy: {runs['fsdp 2 ranks'][2] * 1e3:.1f} ms/iteration;"
+              "   last policy_loss " + " vs ".join(f"{loss:.6f}" for _, loss, _ in runs.values()))
     return 0
 
 

@@ -244,9 +244,11 @@ class TrainSection:
     verify_samples: int = 0
     """How many samples (turns in the step layout, episodes in the trajectory layout) to verify per batch,
     drawn at random; 0 = every one."""
-    distributed: Literal["none", "ddp"] = "none"
-    """Data-parallel training over torchrun's processes (ddp: DistributedDataParallel, gloo on CPU, nccl on
-    CUDA); under torchrun "none" means ddp. See README "Scaling out"."""
+    distributed: Literal["none", "ddp", "fsdp"] = "none"
+    """Data-parallel training over torchrun's processes, gloo on CPU, nccl on CUDA: ddp
+    (DistributedDataParallel, a full replica per rank) or fsdp (FSDP2 fully_shard per decoder layer:
+    parameters, gradients and optimizer state sharded over the ranks); the critic follows the policy.
+    Under torchrun "none" means ddp. See README "Scaling out"."""
 
     def __post_init__(self) -> None:
         _check(self.iterations >= 1, f"train.iterations must be >= 1, got {self.iterations}")

@@ -7,6 +7,8 @@ GiGPO/GRPO can be shown to learn in minutes.
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +66,17 @@ def build_tiny(target: Path, name: str = "keydoor", seed: int = 0, layers: int =
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
     torch.random.set_rng_state(state)
-    target.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(target, safe_serialization=True)
-    tokenizer.save_pretrained(target)
-    (target / "DONE").write_text("ok")
+    # built aside, then renamed in: torchrun's ranks all build it at once, and none may read a half-written file
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    tmp.chmod(0o755)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "DONE").write_text("ok")
+    try:
+        tmp.rename(target)
+    except OSError:  # another process got there first with the same model (same seed)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (target / "DONE").exists():
+            raise
     return target

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from agentgym.errors import TokenMismatchError
+from agentgym.errors import ConfigError, TokenMismatchError
 from agentgym.rubric import apply_group_rewards, group_rewards_from_config
 from agentgym.policies.base import SamplingParams
 from agentgym.rollout import RolloutConfig, next_prompt_ids, rollout
@@ -93,14 +93,16 @@ class Trainer:
         seed_everything(config.train.seed)
         if config.train.torch_threads:
             torch.set_num_threads(config.train.torch_threads)
-        self.c = c = build_components(config, self.run_dir)
+        D.pin_cuda_device(config.model.device)
+        mode = config.train.distributed if config.train.distributed != "none" or D.launched_world() == 1 else "ddp"
+        # fsdp shards the model in place and rebuilds the optimizer (and rank 0's rollout policy)
+        self.dist, self.c = D.setup(mode, build_components(config, self.run_dir), config)
+        c = self.c
         self.model, self.tokenizer, self.policy, self.chat = c.model, c.tokenizer, c.policy, c.chat
         self.critic, self.ref, self.optimizer, self.scheduler = c.critic, c.ref, c.optimizer, c.scheduler
         self.device, self.env_id, self.tools, self.pad_id = c.device, c.env_id, c.tools, c.pad_id
         self.iteration = 0
         self.next_seed = config.rollout.seed_start
-        mode = config.train.distributed if config.train.distributed != "none" or D.launched_world() == 1 else "ddp"
-        self.dist = D.setup(mode, self.model, self.device, self.critic is not None)
         self.is_main = self.dist is None or self.dist.is_main
         self.epo_running: float | None = None  # EPO's running entropy H̄ (starts afresh on resume)
         self._resume()  # every rank restores the same state in place (DDP holds the same module)
@@ -198,7 +200,9 @@ class Trainer:
             if stats.epo_micro:  # EPO's H̄ follows the batches' trajectory entropy
                 self.epo_running = running_entropy(self.epo_running, stats.epo_entropy / stats.epo_micro,
                                                    cfg.algorithm.epo_momentum)
+            push_start = time.perf_counter()
             self._push_weights()
+            metrics["time/push_weights"] = time.perf_counter() - push_start
             metrics.update(stats.as_metrics())
             metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.tis_cap))
         t2 = time.perf_counter()
@@ -239,10 +243,15 @@ class Trainer:
 
     def _push_weights(self) -> None:
         """Send new weights to the rollout policy unless it generates with the trained module itself.
-        A LoRA model sends just its adapter where the policy takes one (vLLM's LoRARequest)."""
-        if not self._separate_policy():
-            return
+        A LoRA model sends just its adapter where the policy takes one (vLLM's LoRARequest). Under fsdp
+        every rank joins the gather into rank 0's unsharded copy, which is the rollout model or the source."""
         model = self.model
+        if D.is_fsdp(self.dist):
+            model = D.sync_full_copy(self.dist, self.model)
+            if model is None or getattr(self.policy, "model", None) is model:
+                return
+        elif not self._separate_policy():
+            return
         if hasattr(model, "peft_config") and callable(getattr(self.policy, "update_adapter", None)):
             target = self.run_dir / "rollout-adapter" / f"iteration-{self.iteration}"
             model.save_pretrained(target)
@@ -277,9 +286,10 @@ class Trainer:
                 self.save()
 
     def save(self) -> Path:
-        state = {"optimizer": self.optimizer.state_dict(), "next_seed": self.next_seed,
+        sharded = D.is_fsdp(self.dist)  # its optimizer and critic state live in dcp/ only
+        state = {"optimizer": None if sharded else self.optimizer.state_dict(), "next_seed": self.next_seed,
                  "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
-                 "critic": self.critic.state_dict() if self.critic is not None else None}
+                 "critic": self.critic.state_dict() if self.critic is not None and not sharded else None}
         if self.dist is None:
             return ck.save_checkpoint(self.run_dir, self.iteration, self.model, self.tokenizer, state,
                                       self.cfg.checkpoint.keep)
@@ -288,8 +298,9 @@ class Trainer:
         D.save_sharded(self.dist, self.optimizer, shards)
         D.barrier(self.dist)
         ckpt = self.run_dir / f"ckpt-{self.iteration}"
-        if self.is_main:
-            ckpt = ck.save_checkpoint(self.run_dir, self.iteration, self.model, self.tokenizer, state,
+        if self.is_main:  # under fsdp the unsharded copy holds the weights (synced after every update)
+            hf = self.dist.full_model if sharded else self.model
+            ckpt = ck.save_checkpoint(self.run_dir, self.iteration, hf, self.tokenizer, state,
                                       self.cfg.checkpoint.keep, extra_dirs={"dcp": shards})
         D.barrier(self.dist)
         return ckpt
@@ -299,10 +310,18 @@ class Trainer:
         if ckpt is None:
             return
         state = ck.load_state(ckpt)
-        ck.load_weights_into(self.model, ckpt)
-        if self.critic is not None and state.get("critic") is not None:
-            self.critic.load_state_dict(state["critic"])
-        if self.dist is not None and (ckpt / "dcp").is_dir():
+        sharded = self.dist is not None and (ckpt / "dcp").is_dir()
+        if state["optimizer"] is None and not sharded:
+            raise ConfigError(f"{ckpt} holds sharded state (train.distributed=fsdp): resume it under torchrun "
+                              "with train.distributed=fsdp")
+        if D.is_fsdp(self.dist) and not sharded:
+            raise ConfigError(f"{ckpt} has no sharded state (dcp/): resume it in one process or with "
+                              "train.distributed=ddp")
+        if not D.is_fsdp(self.dist):  # sharded modules take their weights from dcp/ below
+            ck.load_weights_into(self.model, ckpt)
+            if self.critic is not None and state.get("critic") is not None:
+                self.critic.load_state_dict(state["critic"])
+        if sharded:
             D.load_sharded(self.dist, self.optimizer, ckpt / "dcp")
         else:
             self.optimizer.load_state_dict(state["optimizer"])

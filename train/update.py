@@ -28,7 +28,12 @@ class Forward:
 
 
 def _split_head(model: Any) -> tuple[Any, Any]:
-    """(backbone, lm head) of a causal LM (through a peft wrapper), or (None, None) if not separable."""
+    """(backbone, lm head) of a causal LM (through a peft wrapper), or (None, None) if not separable or
+    sharded by FSDP (its root forward is what gathers the embeddings and head, so it must run)."""
+    from agentgym.train.distributed import is_sharded
+
+    if is_sharded(model):
+        return None, None
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     get_decoder = getattr(base, "get_decoder", None)
     decoder = get_decoder() if callable(get_decoder) else None
@@ -87,7 +92,8 @@ def forward(model: Any, critic: Any, samples: Sequence[Sample], index: Sequence[
     logprobs = torch.zeros(bool_mask.shape, dtype=picked.dtype, device=device).masked_scatter(bool_mask, picked)
     values = None
     if critic is not None:
-        values = critic(ids, att, hidden if critic.shared else None)[:, :-1]
+        shared = getattr(critic, "module", critic).shared  # through a DDP wrapper too
+        values = critic(ids, att, hidden if shared else None)[:, :-1]
     entropy = None
     if want_entropy:
         entropy = L.entropy_from_logits(logits / temperature) if logits.numel() else logits.new_zeros(0)
@@ -264,14 +270,16 @@ def ppo_update(c: Components, samples: Sequence[Sample], scored: Scored, targets
     """`ppo_epochs` passes; each splits the batch into `mini_batches` optimizer steps, each accumulating
     gradients over micro-batches of `micro_batch_size` samples. Policy and critic gradients are clipped
     separately (a critic's large early errors must not shrink the policy's step). With `dist` (a
-    train.distributed context) each rank runs its share of every mini-batch through the DDP wrapper."""
+    train.distributed context) each rank runs its share of every mini-batch through the DDP wrapper
+    or the FSDP-sharded model."""
     from agentgym.train import distributed as D
 
-    model = dist.ddp if dist is not None else c.model
+    model = dist.model if dist is not None else c.model
+    critic_model = dist.critic if dist is not None else c.critic
     stats, algo, tc, optim = UpdateStats(), cfg.algorithm, cfg.train, cfg.optim
     rng = np.random.default_rng(shuffle_seed)  # its own stream: resume reproduces the same order
-    actor = [p for p in c.model.parameters() if p.requires_grad]
-    critic = [p for p in c.critic.parameters() if p.requires_grad] if c.critic is not None else []
+    actor = D.trained_params(c.model)
+    critic = D.trained_params(c.critic) if c.critic is not None else []
     critic_norm = optim.critic_max_grad_norm if optim.critic_max_grad_norm is not None else optim.max_grad_norm
     value_clip = value_clip_range(algo, targets)
     for _ in range(tc.ppo_epochs):
@@ -281,15 +289,19 @@ def ppo_update(c: Components, samples: Sequence[Sample], scored: Scored, targets
             denom = _denom(samples, mini, algo.loss_agg, targets)
             vden = max(sum(float(targets.value_mask[i].sum()) for i in mini), 1.0) if targets.value_mask else 1.0
             c.optimizer.zero_grad(set_to_none=True)
-            micros = list(micro_batches(samples, D.local_part(dist, mini.tolist()), tc.micro_batch_size))
+            micros = D.local_micro_batches(dist, samples, mini.tolist(), tc.micro_batch_size)
             for k, index in enumerate(micros):
+                # an empty micro-batch (FSDP, a rank with fewer) reruns the first with zero loss: the
+                # rank still joins every gather and reduce, adds nothing and reports nothing
+                run, scale = (index, D.loss_scale(dist)) if index else (micros[0], 0.0)
                 with D.grad_sync(dist, last=k == len(micros) - 1):
-                    f = forward(model, c.critic, samples, index, c.device, cfg.rollout.temperature, c.pad_id, True)
-                    loss = micro_loss(algo, f, index, scored, targets, (denom, vden), value_clip, stats)
-                    (loss * D.loss_scale(dist)).backward()
-            stats.grad_norm += float(torch.nn.utils.clip_grad_norm_(actor, optim.max_grad_norm))
+                    f = forward(model, critic_model, samples, run, c.device, cfg.rollout.temperature, c.pad_id, True)
+                    loss = micro_loss(algo, f, run, scored, targets, (denom, vden), value_clip,
+                                      stats if index else UpdateStats())
+                    (loss * scale).backward()
+            stats.grad_norm += D.clip_grad_norm(actor, optim.max_grad_norm)
             if critic:
-                stats.critic_grad_norm += float(torch.nn.utils.clip_grad_norm_(critic, critic_norm))
+                stats.critic_grad_norm += D.clip_grad_norm(critic, critic_norm)
             c.optimizer.step()
             if c.scheduler is not None:
                 c.scheduler.step()

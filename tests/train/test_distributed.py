@@ -24,18 +24,12 @@ def _overrides(run_dir: Path, *extra: str) -> list[str]:
     return [f"train.run_dir={run_dir}", *SMALL, *extra]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:  # torchrun's static rendezvous needs a known port (0 would hang the other rank)
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _torchrun(run_dir: Path, *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(_free_port()), "-m", "agentgym.train", "toy_learning", *_overrides(run_dir, *extra)]
+    # --standalone: the rendezvous store binds a free port itself (a port picked beforehand can be taken
+    # by another test in between, and the ranks then wait on a stranger's store)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "agentgym.train", "toy_learning", *_overrides(run_dir, *extra)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
     return out
