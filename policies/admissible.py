@@ -46,10 +46,12 @@ class AdmissiblePolicy(BasePolicy):
     """Chooses one admissible action per turn by likelihood (see the module docstring)."""
 
     def __init__(self, model: Any, tokenizer: Any, chat: Any = None, max_candidates: int = 256,
-                 record_choices: bool = False):
+                 record_choices: bool = False, prefix_cache_mb: float = 2048):
         from agentgym.policies.hf import HFPolicy
 
-        self.free = HFPolicy(model, tokenizer)
+        # every episode in flight keeps its prompt KV here (~46 KB a token for SmolLM2-135M in fp32): 16
+        # episodes of ~800 tokens overflow the free policy's default 512 MB and re-run most prompts
+        self.free = HFPolicy(model, tokenizer, prefix_cache_mb=prefix_cache_mb)
         self.model, self.tokenizer = model, tokenizer
         self.device = self.free.device
         self.max_context = self.free.max_context

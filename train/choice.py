@@ -38,10 +38,12 @@ class ChoiceSequence:
     turns: tuple[ChoiceTurn, ...]
 
 
-def choice_sequences(trajectories: Sequence[Trajectory], choices: dict[tuple[int, ...], Any], layout: str
-                     ) -> list[ChoiceSequence]:
+def choice_sequences(trajectories: Sequence[Trajectory], choices: dict[tuple[int, ...], Any], layout: str,
+                     label_from_record: bool = False) -> list[ChoiceSequence]:
     """Pair each turn with the candidates the policy chose among (looked up by its prompt ids);
-    turns without a record (free generation, no admissible list) are skipped."""
+    turns without a record (free generation, no admissible list) are skipped. The chosen index is the
+    candidate the turn sent, or with `label_from_record` the record's own (an expert's label, which a
+    noisy demonstration may not have played)."""
     out, row = [], 0
     for traj in trajectories:
         turns = []
@@ -52,7 +54,8 @@ def choice_sequences(trajectories: Sequence[Trajectory], choices: dict[tuple[int
                 # the G samples of a task share their first prompts, so one record can serve several turns:
                 # the candidate this turn actually sent is its own pick
                 response = list(turn.response_ids)
-                pick = next((i for i, c in enumerate(cands) if list(c) == response), pick)
+                if not label_from_record:
+                    pick = next((i for i, c in enumerate(cands) if list(c) == response), pick)
                 turns.append((turn, ChoiceTurn(row + turn.index, len(turn.prompt_ids), tuple(map(tuple, cands)),
                                                pick)))
         row += len(traj.turns)

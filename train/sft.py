@@ -198,7 +198,12 @@ class SFTRun:
         rc = r.engine_config(sampling, r.max_turns)
         seeds = list(range(e.seed_start, e.seed_start + e.seeds))
         t = time.perf_counter()
-        trajs = rollout(self.env_id, HFPolicy(self.model, self.tokenizer), self.chat, seeds, 1, rc,
+        policy = HFPolicy(self.model, self.tokenizer)
+        if r.action_mode == "admissible":  # evaluate as the RL stage will act
+            from agentgym.policies.admissible import AdmissiblePolicy
+
+            policy = AdmissiblePolicy(self.model, self.tokenizer, chat=self.chat)
+        trajs = rollout(self.env_id, policy, self.chat, seeds, 1, rc,
                         env_kwargs=dict(r.env_kwargs) or None, reset_options={"split": e.split})
         return {**rollout_metrics(trajs, prefix="eval/"), "time/eval": time.perf_counter() - t}
 

@@ -35,6 +35,9 @@ class SFTSection:
     admissible actions, scored as `admissible:` policies and rollout.action_mode=admissible act
     (log-likelihood of each, renormalised): every turn also pushes the other actions down. Needs
     source=expert and an env listing info["admissible_actions"]."""
+    expert_noise: float = 0.0
+    """objective=choice: the share of demonstration turns that play a random admissible action while the
+    expert's action stays the label (DART-style noise: the clone learns to recover from its mistakes)."""
     path: str = ""
     """trajectories.jsonl (or an eval dir holding it) or a transcripts JSONL."""
     episodes: int = 64
@@ -64,6 +67,10 @@ class SFTSection:
         if self.objective == "choice" and self.source != "expert":
             raise ConfigError("sft.objective=choice needs sft.source=expert (saved trajectories do not keep the "
                               "admissible actions); use sft.objective=tokens")
+        if not 0.0 <= self.expert_noise < 1.0:
+            raise ConfigError(f"sft.expert_noise must be in [0, 1), got {self.expert_noise}")
+        if self.expert_noise and self.objective != "choice":
+            raise ConfigError("sft.expert_noise needs sft.objective=choice (noisy turns are not token targets)")
         if self.source != "expert" and not self.path:
             raise ConfigError(f"sft.source={self.source} needs sft.path (a trajectories.jsonl or an eval dir, or a "
                               "transcripts JSONL)")

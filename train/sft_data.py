@@ -14,6 +14,7 @@ gives the same ids as a rollout.
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -55,12 +56,17 @@ class ExpertPolicy(ScriptedPolicy):
     """Answers with the expert's text, tokenized by `chat` and closed with its end-of-turn token, as a
     model's generation ends (so the cloned model learns to stop)."""
 
-    def __init__(self, chat: Any, which: str = "fair", record_choices: bool = False):
+    def __init__(self, chat: Any, which: str = "fair", record_choices: bool = False, noise: float = 0.0,
+                 seed: int = 0):
         super().__init__(lambda ctx: expert_command(ctx.env, which), chat)
         # sft.objective=choice: prompt ids -> (every admissible action's ids, the expert's index), the record
         # an AdmissiblePolicy keeps, so train/choice.py can pair each turn with what it chose among
         self.record_choices = record_choices
         self.choices: dict[tuple[int, ...], tuple[list[list[int]], int]] = {}
+        # sft.expert_noise: play a random admissible action this often but keep the expert's as the label,
+        # so the clone also sees (and learns to leave) the states its own mistakes lead to
+        self.noise = float(noise)
+        self._rng = random.Random(seed)
 
     def _one(self, request: GenerationRequest) -> Generation:
         gen = super()._one(request)
@@ -68,16 +74,18 @@ class ExpertPolicy(ScriptedPolicy):
         if gen.finish_reason != "stop" or end is None:
             return gen
         gen = Generation((*gen.token_ids, end), gen.text, (*gen.logprobs, 0.0), "stop")
-        if self.record_choices:
-            self._record(request, gen)
+        if not self.record_choices:
+            return gen
+        actions = [str(a) for a in (request.context.info or {}).get("admissible_actions") or ()]
+        cands = [self.chat.encode(a) + [end] for a in actions]
+        if list(gen.token_ids) not in cands:  # an expert move outside the list teaches no choice
+            return gen
+        label = cands.index(list(gen.token_ids))
+        self.choices[tuple(request.prompt_ids)] = (cands, label)
+        if len(cands) > 1 and self._rng.random() < self.noise:
+            other = self._rng.choice([i for i in range(len(cands)) if i != label])
+            return Generation(tuple(cands[other]), actions[other], (0.0,) * len(cands[other]), "stop")
         return gen
-
-    def _record(self, request: GenerationRequest, gen: Generation) -> None:
-        actions = (request.context.info or {}).get("admissible_actions") or ()
-        end = self.chat.end_of_turn_id
-        cands = [self.chat.encode(str(a)) + [end] for a in actions]
-        if list(gen.token_ids) in cands:  # an expert move outside the list teaches no choice
-            self.choices[tuple(request.prompt_ids)] = (cands, cands.index(list(gen.token_ids)))
 
 
 def rollout_config(config: Any, max_turns: int | None, chat: Any) -> Any:
@@ -118,10 +126,13 @@ def expert_choice_sequences(config: Any, chat: Any) -> tuple[list[Any], dict[str
     paired with the admissible actions the expert chose among (the same records RL's choice update uses)."""
     from agentgym.train.choice import choice_sequences
 
-    expert = ExpertPolicy(chat, config.sft.expert, record_choices=True)
+    s = config.sft
+    expert = ExpertPolicy(chat, s.expert, record_choices=True, noise=s.expert_noise, seed=s.seed_start)
     trajs = expert_trajectories(config, chat, expert)
     good = successful(trajs)
-    seqs = choice_sequences(good, expert.choices, config.rollout.layout)
+    # the expert's label is right in every state it saw, so failed (e.g. noisy) episodes teach too
+    kept = [t for t in trajs if t.turns and all(k.finish_reason != "length" for k in t.turns)]
+    seqs = choice_sequences(kept, expert.choices, config.rollout.layout, label_from_record=True)
     turns = sum(len(s.turns) for s in seqs)
     stats = {"demo_episodes": float(len(trajs)), "demo_success": len(good) / max(len(trajs), 1),
              "demo_turns": float(np.mean([t.num_turns for t in good])) if good else 0.0,

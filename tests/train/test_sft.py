@@ -72,6 +72,29 @@ def test_sft_on_oracle_demonstrations_learns_the_toy_env(tmp_path):
     assert (ckpt / "model" / "config.json").is_file() and (tmp_path / "sft" / "latest").read_text() == ckpt.name
 
 
+def test_choice_sft_with_noisy_demonstrations_learns_to_pick_among_admissible_actions(tmp_path):
+    """sft.objective=choice: cross-entropy of the expert's label among the admissible actions, on demos
+    where a third of the turns played a random action (the label stays the expert's)."""
+    from agentgym.train.sft import SFTRun
+    from agentgym.train.sft_data import expert_choice_sequences
+
+    cfg = toy_config(tmp_path, "sft.expert=oracle", "sft.objective=choice", "sft.expert_noise=0.3",
+                     "rollout.action_mode=admissible", "sft.lr=0.003")
+    run = SFTRun(cfg)
+    seqs, stats = expert_choice_sequences(cfg, run.chat)
+    played = [t for s in seqs for t in s.turns]
+    assert stats["candidates_per_turn"] > 1 and len(played) == stats["choice_turns"]
+    before = run.evaluate()["eval/success"]
+    run.run()
+    rows = [json.loads(line) for line in (tmp_path / "sft" / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in rows if r["phase"] == "train"]
+    after = [r for r in rows if r["phase"] == "eval"][0]["eval/success"]
+    assert before <= 0.5 and after >= 0.9
+    assert train[-1]["choice_accuracy"] > train[0]["choice_accuracy"]
+    with pytest.raises(ConfigError, match="objective=choice"):
+        toy_config(tmp_path, "sft.expert_noise=0.2")
+
+
 def test_sft_checkpoint_is_a_policy_and_an_rl_start(tmp_path):
     import torch
 
