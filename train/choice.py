@@ -116,9 +116,14 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
     cfg, train_cfg, max_grad_norm = config.algorithm, config.train, config.optim.max_grad_norm
     temperature = config.rollout.temperature
     stats = ChoiceStats()
-    with torch.no_grad():
-        old = [[lp[t.chosen].item() for lp, t in zip(sequence_choice_logprobs(model, s, device, temperature),
-                                                      s.turns)] for s in seqs]
+    # one epoch of one mini-batch: every forward runs on the rollout's weights, so the old log-probs are
+    # the new ones detached (ratio 1, gradient intact) and a whole no-grad pass over the batch is saved
+    on_policy = train_cfg.ppo_epochs == 1 and min(train_cfg.mini_batches, len(seqs)) == 1
+    old: list[Any] = [None] * len(seqs)
+    if not on_policy:
+        with torch.no_grad():
+            old = [[lp[t.chosen].item() for lp, t in zip(sequence_choice_logprobs(model, s, device, temperature),
+                                                          s.turns)] for s in seqs]
     params = [p for p in model.parameters() if p.requires_grad]
     rng = np.random.default_rng(shuffle_seed)
     for _ in range(train_cfg.ppo_epochs):
@@ -131,7 +136,8 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
                 logps = sequence_choice_logprobs(model, seq, device, temperature)
                 new = torch.stack([lp[t.chosen] for lp, t in zip(logps, seq.turns)])
                 adv = torch.tensor([float(advantages[t.row]) for t in seq.turns], device=new.device)
-                ratio = torch.exp(new - torch.tensor(old[i], device=new.device))
+                before = new.detach() if old[i] is None else torch.tensor(old[i], device=new.device)
+                ratio = torch.exp(new - before)
                 clipped = ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high)
                 loss = -torch.minimum(ratio * adv, clipped * adv).sum() / n_turns
                 ent = torch.stack([-(lp.exp() * lp).sum() for lp in logps])

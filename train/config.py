@@ -61,6 +61,16 @@ class ModelSection:
     critic_model: str = ""
     """For critic=separate: a local HF model dir (default: a copy of the policy's weights)."""
     lora: LoraSection = field(default_factory=LoraSection)
+    train_layers: int = 0
+    """Train the full weights of only the top N decoder layers (and the final norm); 0 = every weight.
+    Backward then stops N layers down: on a CPU, cheaper than LoRA on every layer."""
+
+    def __post_init__(self) -> None:
+        if self.train_layers < 0:
+            raise ConfigError(f"model.train_layers must be >= 0, got {self.train_layers}")
+        if self.train_layers and self.lora.enabled:
+            raise ConfigError("model.train_layers and model.lora.enabled both choose what trains: set "
+                              "model.lora.enabled=false or model.train_layers=0")
 
 
 @dataclass(frozen=True)

@@ -78,10 +78,29 @@ def load_model(config: TrainConfig, run_dir: Path) -> tuple[Any, Any]:
         lc = peft.LoraConfig(r=m.lora.r, lora_alpha=m.lora.alpha, lora_dropout=m.lora.dropout,
                              target_modules=list(m.lora.target_modules), task_type="CAUSAL_LM")
         model = peft.get_peft_model(model, lc)
+    if m.train_layers:
+        freeze_below_top_layers(model, m.train_layers)
     model.eval()  # no dropout: the trainer's log-probs must match the sampler's
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+def freeze_below_top_layers(model: Any, n: int) -> int:
+    """Train only the last `n` decoder layers and the final norm; returns the trainable parameter count."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    decoder = base.get_decoder() if hasattr(base, "get_decoder") else None
+    layers = getattr(decoder, "layers", None)
+    if layers is None:
+        raise ValueError(f"sft.train_layers needs a decoder with .layers; {type(base).__name__} has none "
+                         "(set sft.train_layers=0)")
+    for p in model.parameters():
+        p.requires_grad_(False)
+    keep = list(layers[-n:]) + [m for m in (getattr(decoder, "norm", None),) if m is not None]
+    for module in keep:
+        for p in module.parameters():
+            p.requires_grad_(True)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def make_policy(config: TrainConfig, model: Any, tokenizer: Any) -> Any:

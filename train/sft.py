@@ -26,27 +26,11 @@ import numpy as np
 
 from agentgym.errors import require
 from agentgym.train.config import TrainConfig
+from agentgym.train.setup import freeze_below_top_layers
 
 
 def sft_run_dir(config: TrainConfig) -> Path:
     return Path(config.sft.run_dir or str(Path(config.train.run_dir) / "sft"))
-
-
-def freeze_below_top_layers(model: Any, n: int) -> int:
-    """Train only the last `n` decoder layers and the final norm; returns the trainable parameter count."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    decoder = base.get_decoder() if hasattr(base, "get_decoder") else None
-    layers = getattr(decoder, "layers", None)
-    if layers is None:
-        raise ValueError(f"sft.train_layers needs a decoder with .layers; {type(base).__name__} has none "
-                         "(set sft.train_layers=0)")
-    for p in model.parameters():
-        p.requires_grad_(False)
-    keep = list(layers[-n:]) + [m for m in (getattr(decoder, "norm", None),) if m is not None]
-    for module in keep:
-        for p in module.parameters():
-            p.requires_grad_(True)
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def batches(n: int, size: int, epochs: int, seed: int) -> list[np.ndarray]:

@@ -2,6 +2,8 @@
 equal a brute-force pass per candidate, and turns are paired with the candidates they chose among."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -94,3 +96,34 @@ def test_trainer_updates_through_the_choice_distribution(tmp_path):
     row = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
     assert row["choice_turns"] > 0 and row["optimizer_steps"] >= 1 and changed
     assert row["valid_action_rate"] > 0.5  # only listed commands (the toy lists "open door" while locked)
+
+
+@pytest.mark.parametrize("epochs", [1, 2])
+def test_choice_update_ratio_starts_at_one_with_or_without_the_old_pass(tiny, epochs):
+    """One epoch of one mini-batch skips the no-grad pass (old = new, detached); two epochs run it. Either
+    way the first step's ratio is 1, so its loss is minus the turn-mean advantage, and weights move."""
+    import numpy as np
+
+    from agentgym.train.choice import choice_update
+    from agentgym.train.config import load_config
+    from agentgym.train.setup import Components, make_optimizer
+
+    model, tok = tiny
+    policy = AdmissiblePolicy(model, tok)
+    chat = policy.chat_format()
+    cands = tuple(map(tuple, policy.candidate_ids(["left", "take key", "open door"])))
+    p1 = chat.initial_prompt("Take the key.", "room 0 . key here .")
+    p2 = chat.continue_prompt(p1, list(cands[1]), "room 0 . hold key .")
+    seq = ChoiceSequence(tuple(p2), (ChoiceTurn(0, len(p1), cands, 1), ChoiceTurn(1, len(p2), cands, 2)))
+    cfg = load_config("toy_learning", [f"train.ppo_epochs={epochs}", "train.mini_batches=1", "optim.lr=1e-3",
+                                        "algorithm.entropy_coef=0"])
+    model = copy.deepcopy(model).train()
+    optimizer, scheduler = make_optimizer(cfg, model, None)
+    c = Components(model=model, tokenizer=tok, policy=None, chat=chat, critic=None, ref=None, optimizer=optimizer,
+                   scheduler=scheduler, device=torch.device("cpu"), env_id="", tools=[], pad_id=0)
+    before = [p.detach().clone() for p in model.parameters()]
+    stats = choice_update(c, [seq], np.array([1.0, -0.5]), cfg, shuffle_seed=0)
+    assert stats.steps == epochs and stats.turns == 2 * epochs
+    if epochs == 1:
+        assert stats.policy_loss / stats.turns == pytest.approx(-0.25, abs=1e-6) and stats.clip_fraction == 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
