@@ -11,9 +11,9 @@
 #   bash scripts/quickstart.sh [RUN_DIR]        # default runs/quickstart
 #
 # Environment knobs: QS_EPISODES (held-out tasks per eval, default 8), QS_SPLIT (held-out split; default:
-# the preset's eval.split if the env accepts it, else test_unseen), QS_SKIP_INSTALL=1, PYTHON,
-# QS_ADMISSIBLE=1 (the three evals choose among the env's admissible actions by likelihood,
-# `admissible:` policies, instead of generating free text).
+# the preset's eval.split if the env accepts it, else test_unseen), QS_SKIP_INSTALL=1, PYTHON.
+# The three evals act as the preset's RL does: with rollout.action_mode=admissible they choose among the
+# env's admissible actions by likelihood (`admissible:` policies) instead of generating free text.
 # Re-running resumes: finished evals are not recomputed (`agentgym eval` resumes from its --out dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,10 +22,13 @@ CONFIG=train/configs/quickstart_cpu.yaml
 EPISODES=${QS_EPISODES:-8}
 PY=${PYTHON:-python3}
 START=$SECONDS
-# One math thread per process: on a 2-core machine that other work shares, two OpenMP threads spin at
-# barriers waiting for a descheduled peer, and small matmuls (a 135M model's decode steps) get ~100x
-# slower (measured: 1000 576x576 matmuls 22.7 s with 2 threads vs 0.2 s with 1). Override to taste.
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
+# Math threads: every core when the machine is idle (the evals run 2.2x faster with 2 than 1 here), else
+# one: on a 2-core machine that other work shares, two OpenMP threads spin at barriers waiting for a
+# descheduled peer and small matmuls get ~100x slower (1000 576x576 matmuls: 22.7 s with 2 threads vs
+# 0.2 s with 1). The training preset sets its own (train.torch_threads). Override to taste.
+THREADS=1
+if awk -v n="$(nproc)" '{exit !($1 < 0.5 * n)}' /proc/loadavg; then THREADS=$(nproc); fi
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$THREADS} MKL_NUM_THREADS=${MKL_NUM_THREADS:-$THREADS}
 
 step() { printf '\n== [%4ds] %s\n' "$((SECONDS - START))" "$*"; }
 PHASES=()
@@ -42,20 +45,26 @@ if [[ ! -f "$CONFIG" ]]; then
   exit 2
 fi
 
-# Evaluate exactly as the preset trains and evaluates: same env, layout, token limits, held-out seeds.
-read -r ENV_ID EVAL_ARGS < <($PY - "$CONFIG" "${QS_SPLIT:-}" <<'EOF'
+# Evaluate exactly as the preset trains and evaluates: same env (and env kwargs, through a suite file),
+# action mode, layout, token limits, held-out seeds.
+mkdir -p "$RUN"
+read -r ENV_LABEL MODE WHAT EVAL_ARGS < <($PY - "$CONFIG" "${QS_SPLIT:-}" "$RUN/suite.yaml" <<'EOF'
 import sys
+import yaml
 import agentgym
 from agentgym.train.config import load_config
 c = load_config(sys.argv[1])
 r, e = c.rollout, c.eval
-if r.env_kwargs:
-    sys.exit("quickstart: the preset sets rollout.env_kwargs; evaluate it with a --suite-file instead")
+what = f"--env {r.env}"
+if r.env_kwargs:  # the eval CLI takes env kwargs from a suite file
+    with open(sys.argv[3], "w") as f:
+        yaml.safe_dump([{"id": r.env, "kwargs": dict(r.env_kwargs)}], f)
+    what = f"--suite-file {sys.argv[3]}"
 # a held-out split the env accepts: QS_SPLIT, else the preset's eval.split, else the usual held-out names
 split = None
 for candidate in [sys.argv[2]] if sys.argv[2] else [e.split, "test_unseen", "test"]:
     try:
-        agentgym.make(r.env).reset(seed=e.seed_start, options={"split": candidate})
+        agentgym.make(r.env, **r.env_kwargs).reset(seed=e.seed_start, options={"split": candidate})
         split = candidate
         break
     except Exception as exc:
@@ -68,17 +77,18 @@ args = [f"--seed {e.seed_start}", f"--split {split}", f"--temperature {e.tempera
         f"--workers {max(1, min(r.env_workers, 8))}"]
 if r.max_turns:
     args.append(f"--max-turns {r.max_turns}")
-print(r.env, " ".join(args))
+# rollout.action_mode=admissible: evaluate as the run acts, choosing among the admissible actions
+print(r.env, "admissible:" if r.action_mode == "admissible" else "-", what.replace(" ", "="), " ".join(args))
 EOF
 )
+[[ "$MODE" == "-" ]] && MODE=""
+WHAT=${WHAT/=/ }
 BASE_POLICY=$($PY -c "from agentgym.train.config import load_config; print(load_config('$CONFIG').model.policy)")
-MODE=""
-if [[ "${QS_ADMISSIBLE:-0}" == 1 ]]; then MODE="admissible:"; fi
 
 PHASE_START=$SECONDS
-step "evaluating the base model ($BASE_POLICY) on $EPISODES held-out tasks of $ENV_ID"
-# shellcheck disable=SC2086  # EVAL_ARGS is a list of flags
-$AG eval --policy "$MODE$BASE_POLICY" --env "$ENV_ID" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-before"
+step "evaluating the base model ($MODE$BASE_POLICY) on $EPISODES held-out tasks of $ENV_LABEL"
+# shellcheck disable=SC2086  # WHAT and EVAL_ARGS are lists of flags
+$AG eval --policy "$MODE$BASE_POLICY" $WHAT --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-before"
 
 phase_done base-eval
 
@@ -93,7 +103,7 @@ phase_done sft
 
 step "evaluating the SFT checkpoint ($SFT_CKPT) on the same held-out tasks"
 # shellcheck disable=SC2086
-$AG eval --policy "${MODE}checkpoint:$SFT_CKPT" --env "$ENV_ID" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-sft"
+$AG eval --policy "${MODE}checkpoint:$SFT_CKPT" $WHAT --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-sft"
 phase_done eval-sft
 
 step "RL from the SFT checkpoint with $CONFIG (run dir $RUN/train)"
@@ -108,7 +118,7 @@ CKPT="$RUN/train/$(cat "$RUN/train/latest")"
 
 step "evaluating the trained checkpoint ($CKPT) on the same held-out tasks"
 # shellcheck disable=SC2086
-$AG eval --policy "${MODE}checkpoint:$CKPT" --env "$ENV_ID" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-after"
+$AG eval --policy "${MODE}checkpoint:$CKPT" $WHAT --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-after"
 phase_done eval-rl
 
 step "writing the before/after report and the training curves"
