@@ -168,11 +168,11 @@ class AdmissiblePolicy(BasePolicy):
 
         from agentgym.policies.kv_cache import CachedSequence
 
-        n = len(prompt)
+        n, store = len(prompt), self.free.prefix_store
+        store.hit_tokens += past
+        store.miss_tokens += n - past
         if reused >= n:  # already stored whole
             return
         keys = [layer.keys[0, :, :n].clone() for layer in cache.layers]
         values = [layer.values[0, :, :n].clone() for layer in cache.layers]
-        self.free.prefix_store.add(CachedSequence(np.asarray(prompt, dtype=np.int64), keys, values))
-        self.free.prefix_store.hit_tokens += past
-        self.free.prefix_store.miss_tokens += n - past
+        store.add(CachedSequence(np.asarray(prompt, dtype=np.int64), keys, values))

@@ -92,8 +92,8 @@ def freeze_below_top_layers(model: Any, n: int) -> int:
     decoder = base.get_decoder() if hasattr(base, "get_decoder") else None
     layers = getattr(decoder, "layers", None)
     if layers is None:
-        raise ValueError(f"sft.train_layers needs a decoder with .layers; {type(base).__name__} has none "
-                         "(set sft.train_layers=0)")
+        raise ConfigError(f"train_layers needs a decoder with .layers; {type(base).__name__} has none "
+                          "(set sft.train_layers=0 / model.train_layers=0)")
     for p in model.parameters():
         p.requires_grad_(False)
     keep = list(layers[-n:]) + [m for m in (getattr(decoder, "norm", None),) if m is not None]

@@ -8,9 +8,9 @@ Samples come from `train/sft_data.py` (expert demonstrations played through the 
 eval's successful episodes, or chat transcripts) in the rollout's own layout and chat template. The
 loss is the mean negative log-likelihood of the assistant's tokens only, computed with the trainer's
 own forward pass (logits at action positions only); or, with `sft.objective=choice`, the cross-entropy of
-the expert's action among the env's admissible actions as `admissible:` policies score them. The model section picks LoRA or full weights;
-`sft.train_layers` trains just the top layers. The checkpoint has the trainer's format, so
-`checkpoint:DIR` loads it as a policy and `model.policy=checkpoint:DIR` starts RL from it.
+the expert's action among the env's admissible actions as `admissible:` policies score them. The model
+section picks LoRA or full weights; `sft.train_layers` trains just the top layers. The checkpoint has the
+trainer's format, so `checkpoint:DIR` loads it as a policy and `model.policy=checkpoint:DIR` starts RL from it.
 Writes metrics.jsonl (a line per optimizer step, then one with the held-out evaluation), sft_loss.png.
 """
 from __future__ import annotations

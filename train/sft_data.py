@@ -122,8 +122,8 @@ def expert_samples(config: Any, chat: Any) -> tuple[list[Sample], dict[str, floa
 
 
 def expert_choice_sequences(config: Any, chat: Any) -> tuple[list[Any], dict[str, float]]:
-    """sft.objective=choice: the successful demonstrations as `train.choice.ChoiceSequence`s, each turn
-    paired with the admissible actions the expert chose among (the same records RL's choice update uses)."""
+    """sft.objective=choice: the demonstrations as `train.choice.ChoiceSequence`s, each turn paired with the
+    admissible actions the expert chose among and its label (the records RL's choice update uses)."""
     from agentgym.train.choice import choice_sequences
 
     s = config.sft
