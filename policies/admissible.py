@@ -123,7 +123,7 @@ class AdmissiblePolicy(BasePolicy):
         prompt tokens the prefix store does not hold and every candidate, laid out in one row with a tree
         mask (policies/candidate_block.py), so the prompt's KV is never repeated per candidate."""
         torch = require("torch", "hf")
-        from agentgym.policies.candidate_block import candidate_block, split_scores, target_logprobs
+        from agentgym.policies.candidate_block import candidate_block, decoder_and_head, split_scores, target_logprobs
 
         free = self.free
         with free._lock, torch.inference_mode():
@@ -133,21 +133,18 @@ class AdmissiblePolicy(BasePolicy):
             past = min(reused, len(prompt) - 1)
             block = candidate_block(past, prompt[past:], cands)
             cache = self._cache(entry, past, past + len(block.ids))
-            hidden = self._decoder()(
+            decoder, head = decoder_and_head(self.model)
+            hidden = decoder(
                 input_ids=torch.tensor([block.ids], device=self.device),
                 position_ids=torch.tensor([block.positions], device=self.device),
                 attention_mask=block.mask(self._dtype(), self.device), past_key_values=cache,
                 use_cache=True).last_hidden_state
             read = hidden[0, torch.tensor(block.read, device=self.device)]
-            logprobs = torch.log_softmax(self.model.get_output_embeddings()(read).float(), -1)
+            logprobs = torch.log_softmax(head(read).float(), -1)
             flat = target_logprobs(logprobs, block).tolist()
             if store is not None:
                 self._remember_prompt(prompt, reused, past, cache)
         return split_scores(flat, block)
-
-    def _decoder(self) -> Any:
-        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
-        return base.get_decoder()
 
     def _dtype(self) -> Any:
         return next(self.model.parameters()).dtype

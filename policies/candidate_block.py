@@ -12,7 +12,8 @@ in a separate sequence; the prompt's KV is read once, never repeated.
     # or every turn of a conversation at once: turns_block(0, conversation, [(prompt_len, cands), ...])
     hidden = decoder(input_ids=block.ids, position_ids=block.positions, attention_mask=block.mask(dtype),
                      past_key_values=cache_of_first_P_minus_1_tokens).last_hidden_state
-    scores = candidate_logprobs(head(hidden[0, block.read]).log_softmax(-1), block)
+    flat = target_logprobs(head(hidden[0, block.read]).log_softmax(-1), block)  # per candidate token
+    totals = candidate_totals(flat, block)                                       # per candidate
 
 `turns_block` puts several turns' candidates in one row after a whole conversation (training scores
 every turn of an episode in one pass). The layout functions are pure bookkeeping; `CandidateBlock.mask`
@@ -21,6 +22,7 @@ and the two gathers build tensors.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Sequence
 
 
@@ -38,9 +40,9 @@ class CandidateBlock:
     lengths: tuple[int, ...]             # tokens per candidate, over all turns
     turn_sizes: tuple[int, ...]          # candidates per turn
 
-    @property
+    @cached_property
     def read(self) -> tuple[int, ...]:
-        """The row indices whose logits are needed, in order."""
+        """The row indices whose logits are needed, in order (read by the caller and by `target_logprobs`)."""
         return tuple(sorted({r for r, _ in self.targets}))
 
     def mask(self, dtype: Any, device: Any = None) -> Any:
@@ -68,6 +70,13 @@ class CandidateBlock:
         out = torch.zeros((q, self.past + q), dtype=dtype, device=device)
         out.masked_fill_(~allowed, torch.finfo(dtype).min)
         return out[None, None]
+
+
+def decoder_and_head(model: Any) -> tuple[Any, Any]:
+    """(the decoder stack, the LM head) of a causal LM, through a peft wrapper if there is one: the
+    block runs the decoder on its row and the head only on the rows it reads."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.get_decoder(), base.get_output_embeddings()
 
 
 def turns_block(past: int, prompt_tail: Sequence[int],

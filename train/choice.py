@@ -66,11 +66,6 @@ def choice_sequences(trajectories: Sequence[Trajectory], choices: dict[tuple[int
     return out
 
 
-def _split(model: Any) -> tuple[Any, Any]:
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return base.get_decoder(), base.get_output_embeddings()
-
-
 def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, device: Any,
                              temperature: float = 1.0) -> list[torch.Tensor]:
     """log π'(candidate) for each turn of `seq` (a tensor of shape [N_k] per turn), differentiable.
@@ -78,9 +73,9 @@ def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, device: Any,
     ONE forward pass: the conversation, then every turn's candidates in the same row under a tree mask
     (policies/candidate_block.py) that lets a candidate see the conversation up to its turn's prompt and
     its own earlier tokens only. Nothing is repeated per candidate or per turn."""
-    from agentgym.policies.candidate_block import candidate_totals, target_logprobs, turns_block
+    from agentgym.policies.candidate_block import candidate_totals, decoder_and_head, target_logprobs, turns_block
 
-    decoder, head = _split(model)
+    decoder, head = decoder_and_head(model)
     block = turns_block(0, seq.ids, [(t.prompt_len, t.candidates) for t in seq.turns])
     dtype = next(p for p in model.parameters()).dtype
     hidden = decoder(input_ids=torch.tensor([block.ids], device=device),
