@@ -48,18 +48,18 @@ fi
 # Evaluate exactly as the preset trains and evaluates: same env (and env kwargs, through a suite file),
 # action mode, layout, token limits, held-out seeds.
 mkdir -p "$RUN"
-read -r ENV_LABEL MODE WHAT EVAL_ARGS < <($PY - "$CONFIG" "${QS_SPLIT:-}" "$RUN/suite.yaml" <<'EOF'
+read -r ENV_LABEL MODE WHAT_FLAG WHAT BASE_POLICY EVAL_ARGS < <($PY - "$CONFIG" "${QS_SPLIT:-}" "$RUN/suite.yaml" <<'EOF'
 import sys
 import yaml
 import agentgym
 from agentgym.train.config import load_config
 c = load_config(sys.argv[1])
 r, e = c.rollout, c.eval
-what = f"--env {r.env}"
+what = ("--env", r.env)
 if r.env_kwargs:  # the eval CLI takes env kwargs from a suite file
     with open(sys.argv[3], "w") as f:
         yaml.safe_dump([{"id": r.env, "kwargs": dict(r.env_kwargs)}], f)
-    what = f"--suite-file {sys.argv[3]}"
+    what = ("--suite-file", sys.argv[3])
 # a held-out split the env accepts: QS_SPLIT, else the preset's eval.split, else the usual held-out names
 split = None
 for candidate in [sys.argv[2]] if sys.argv[2] else [e.split, "test_unseen", "test"]:
@@ -78,17 +78,15 @@ args = [f"--seed {e.seed_start}", f"--split {split}", f"--temperature {e.tempera
 if r.max_turns:
     args.append(f"--max-turns {r.max_turns}")
 # rollout.action_mode=admissible: evaluate as the run acts, choosing among the admissible actions
-print(r.env, "admissible:" if r.action_mode == "admissible" else "-", what.replace(" ", "="), " ".join(args))
+print(r.env, "admissible:" if r.action_mode == "admissible" else "-", *what, c.model.policy, " ".join(args))
 EOF
 )
 [[ "$MODE" == "-" ]] && MODE=""
-WHAT=${WHAT/=/ }
-BASE_POLICY=$($PY -c "from agentgym.train.config import load_config; print(load_config('$CONFIG').model.policy)")
 
 PHASE_START=$SECONDS
 step "evaluating the base model ($MODE$BASE_POLICY) on $EPISODES held-out tasks of $ENV_LABEL"
-# shellcheck disable=SC2086  # WHAT and EVAL_ARGS are lists of flags
-$AG eval --policy "$MODE$BASE_POLICY" $WHAT --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-before"
+# shellcheck disable=SC2086  # EVAL_ARGS is a list of flags
+$AG eval --policy "$MODE$BASE_POLICY" "$WHAT_FLAG" "$WHAT" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-before"
 
 phase_done base-eval
 
@@ -103,7 +101,7 @@ phase_done sft
 
 step "evaluating the SFT checkpoint ($SFT_CKPT) on the same held-out tasks"
 # shellcheck disable=SC2086
-$AG eval --policy "${MODE}checkpoint:$SFT_CKPT" $WHAT --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-sft"
+$AG eval --policy "${MODE}checkpoint:$SFT_CKPT" "$WHAT_FLAG" "$WHAT" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-sft"
 phase_done eval-sft
 
 step "RL from the SFT checkpoint with $CONFIG (run dir $RUN/train)"
@@ -118,7 +116,7 @@ CKPT="$RUN/train/$(cat "$RUN/train/latest")"
 
 step "evaluating the trained checkpoint ($CKPT) on the same held-out tasks"
 # shellcheck disable=SC2086
-$AG eval --policy "${MODE}checkpoint:$CKPT" $WHAT --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-after"
+$AG eval --policy "${MODE}checkpoint:$CKPT" "$WHAT_FLAG" "$WHAT" --episodes "$EPISODES" $EVAL_ARGS --out "$RUN/eval-after"
 phase_done eval-rl
 
 step "writing the before/after report and the training curves"
