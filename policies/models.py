@@ -363,6 +363,23 @@ def load_model_and_tokenizer(name: str = DEFAULT_MODEL, device: str | None = Non
     return model, tokenizer
 
 
+def served_model_dir(name: str = DEFAULT_MODEL) -> str:
+    """A folder in HF format that a serving engine (vLLM) can load for a model spec: the folder itself,
+    or, for a GGUF model (the embedded default), its dense copy in the cache, converted once here."""
+    source = resolve_model(name)
+    if source.kind == "local" and source.gguf_file is None:
+        return source.path
+    if source.gguf_file is None:
+        return name  # a hub id: the engine resolves it the same way
+    cached = _cache_dir(source)
+    if cached is None:
+        raise PolicyError(f"{name!r} is a GGUF file, which vLLM loads only from its dense copy in the model "
+                          "cache: unset AGENTGYM_MODEL_CACHE=0, or pass a folder in HF format")
+    if not (cached / "DONE").is_file():
+        load_model_and_tokenizer(name, device="cpu")
+    return str(cached)
+
+
 if __name__ == "__main__":  # python3 -m agentgym.policies.models install-embedded (scripts/install.sh)
     if sys.argv[1:] != ["install-embedded"]:
         raise SystemExit("usage: python3 -m agentgym.policies.models install-embedded")

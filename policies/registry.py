@@ -5,7 +5,8 @@ Specs:
   checkpoint:DIR               a training checkpoint (DIR/model in HF format, or DIR/latest -> step folder)
   openai:URL[#MODEL]           an OpenAI-compatible server; pass tokenizer=... (object or model spec);
                                several servers as URL,URL,... (least-outstanding, failover)
-  vllm:MODEL                   the in-process vLLM engine (GPU)
+  vllm[:MODEL]                 the in-process vLLM engine (a GPU, or vLLM's CPU build); MODEL as for hf, or
+                               checkpoint:DIR
   random | oracle              a random admissible action / the env's oracle action
   scripted:FILE_OR_MODULE:FUNC a function (EnvContext) -> str from a .py file or an importable module
   admissible:SPEC              SPEC (hf:/checkpoint:) choosing among info["admissible_actions"] by likelihood
@@ -61,9 +62,12 @@ def _openai(arg: str, **kwargs: Any) -> BasePolicy:
 
 
 def _vllm(arg: str, **kwargs: Any) -> BasePolicy:
+    from agentgym.policies.models import DEFAULT_MODEL, served_model_dir
     from agentgym.policies.vllm import VLLMPolicy
 
-    return VLLMPolicy(arg, **kwargs)
+    if arg.startswith("checkpoint:"):
+        return VLLMPolicy(checkpoint_model_dir(arg[len("checkpoint:"):]), **kwargs)
+    return VLLMPolicy(served_model_dir(arg.removeprefix("hf:") or DEFAULT_MODEL), **kwargs)
 
 
 def _random(arg: str, **kwargs: Any) -> BasePolicy:
@@ -128,7 +132,7 @@ _BUILDERS: dict[str, Callable[..., BasePolicy]] = {
     "hf": _hf, "checkpoint": _checkpoint, "openai": _openai, "vllm": _vllm,
     "random": _random, "oracle": _oracle, "scripted": _scripted, "admissible": _admissible,
 }
-_NEEDS_ARG = {"checkpoint": "checkpoint:DIR", "openai": "openai:URL[#MODEL]", "vllm": "vllm:MODEL",
+_NEEDS_ARG = {"checkpoint": "checkpoint:DIR", "openai": "openai:URL[#MODEL]",
               "scripted": "scripted:FILE_OR_MODULE:FUNC", "admissible": "admissible:hf:MODEL or admissible:checkpoint:DIR"}
 
 

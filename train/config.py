@@ -46,9 +46,30 @@ class LoraSection:
 
 
 @dataclass(frozen=True)
+class VLLMSection:
+    """The vLLM engine that rolls out for `model.policy: vllm:MODEL` (a GPU, or vLLM's CPU build)."""
+
+    kv_cache_gib: float = 1.0
+    """KV-cache space in GiB (on a CPU the engine reserves exactly this; 1 GiB holds ~23k tokens of
+    SmolLM2-135M in fp32). 0 = size it from gpu_memory_utilization (GPUs only)."""
+    gpu_memory_utilization: float = 0.5
+    """Share of GPU memory the engine may take (weights + KV cache) when kv_cache_gib is 0."""
+    cpu_threads: int = 0
+    """CPU build: OpenMP threads of the engine's worker; 0 = vLLM's own binding (all cores but one)."""
+    enforce_eager: bool = False
+    """Skip torch.compile (starts faster, generates slower)."""
+
+    def __post_init__(self) -> None:
+        _check(self.kv_cache_gib >= 0, f"model.vllm.kv_cache_gib must be >= 0, got {self.kv_cache_gib}")
+        _check(self.cpu_threads >= 0, f"model.vllm.cpu_threads must be >= 0, got {self.cpu_threads}")
+        _check(0 < self.gpu_memory_utilization <= 1, "model.vllm.gpu_memory_utilization must be in (0, 1]")
+
+
+@dataclass(frozen=True)
 class ModelSection:
     policy: str = "hf:smollm2-135m-instruct"
-    """Policy spec for `agentgym.policies.load_policy` (hf:MODEL, checkpoint:DIR, vllm:MODEL)."""
+    """What trains and rolls out: hf:MODEL, checkpoint:DIR, tiny:keydoor, or vllm:SPEC (SPEC one of those:
+    the trainer trains its HF weights, a vLLM engine rolls out and gets the weights after each update)."""
     init_from_config: dict[str, Any] = field(default_factory=dict)
     """If set, build a randomly initialised model from this HF config dict (e.g. {model_type: qwen2,
     hidden_size: 896, ...}) with the tokenizer of `policy`, instead of loading `policy`'s weights."""
@@ -64,6 +85,8 @@ class ModelSection:
     train_layers: int = 0
     """Train the full weights of only the top N decoder layers (and the final norm); 0 = every weight.
     Backward then stops N layers down: on a CPU, cheaper than LoRA on every layer."""
+    vllm: VLLMSection = field(default_factory=VLLMSection)
+    """Engine settings for model.policy=vllm:..."""
 
     def __post_init__(self) -> None:
         if self.train_layers < 0:
@@ -321,8 +344,9 @@ class TrainConfig:
                "algorithm.dynamic_sampling drops groups without reward variance: it needs rollout.group_size >= 2")
         _check(not (m.lora.enabled and m.critic == "separate" and m.critic_model == ""),
                "model.critic=separate with LoRA needs model.critic_model (a local HF model dir)")
-        _check(not (m.policy.startswith("vllm:") and not m.device.startswith("cuda")),
-               "model.policy=vllm:... runs on a GPU: set model.device=cuda")
+        _check(not (m.policy.startswith("vllm:") and r.action_mode == "admissible"),
+               "model.policy=vllm:... generates free text, and rollout.action_mode=admissible scores the env's "
+               "actions with the trained HF model: use model.policy=hf:... or rollout.action_mode=generate")
         _check(self.eval.every >= 0 and self.checkpoint.every >= 0, "eval.every and checkpoint.every must be >= 0")
 
     def to_dict(self) -> dict[str, Any]:

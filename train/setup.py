@@ -4,7 +4,8 @@ critic, KL reference, optimizer, and the env's tools. Heavy imports happen here,
 Model specs (`model.policy`):
     hf:NAME          the embedded default (smollm2-135m-instruct), a local HF dir or a hub id
     checkpoint:DIR   a training checkpoint (DIR/model, or DIR/latest's model)
-    vllm:NAME        train the HF weights of NAME here, generate with the vLLM backend (weights pushed)
+    vllm:SPEC        SPEC one of the above (vllm:NAME = vllm:hf:NAME): train its HF weights here, generate
+                     with a vLLM engine (a GPU, or vLLM's CPU build) that gets the weights after each update
     tiny:keydoor     a tiny random Llama with a word-level tokenizer (train/tiny.py), for CPU learning runs
 """
 from __future__ import annotations
@@ -45,22 +46,38 @@ def _checkpoint_model_dir(path: str) -> str:
     return str(p / "model") if (p / "model").is_dir() else str(p)
 
 
+def split_model_spec(spec: str) -> tuple[str, str, str]:
+    """`model.policy` -> (rollout backend "hf" | "vllm", kind of the trained model, its name)."""
+    backend = "hf"
+    if spec.startswith("vllm:"):
+        backend, spec = "vllm", spec[len("vllm:"):]
+        if not spec.split(":", 1)[0] in ("hf", "checkpoint", "tiny"):
+            spec = f"hf:{spec}"  # vllm:NAME, the older spelling of vllm:hf:NAME
+    kind, _, name = spec.partition(":")
+    if kind not in ("hf", "checkpoint", "tiny") or not name:
+        raise ConfigError(f"model.policy={spec!r}: use hf:MODEL, checkpoint:DIR, tiny:keydoor or vllm: before "
+                          "one of them")
+    return backend, kind, name
+
+
+def model_path(config: TrainConfig, run_dir: Path) -> str:
+    """The local folder or model name the trained model loads from (a tiny model is built here first)."""
+    _, kind, name = split_model_spec(config.model.policy)
+    if kind == "tiny":
+        from agentgym.train import tiny
+
+        return str(tiny.build_tiny(run_dir / "tiny-model", name, seed=config.train.seed))
+    return _checkpoint_model_dir(name) if kind == "checkpoint" else name
+
+
 def load_model(config: TrainConfig, run_dir: Path) -> tuple[Any, Any]:
     """(model, tokenizer) on the configured device and dtype, in train mode."""
     torch = require("torch", "hf")
     m = config.model
-    kind, _, name = m.policy.partition(":")
-    if kind not in ("hf", "checkpoint", "vllm", "tiny") or not name:
-        raise ConfigError(f"model.policy={m.policy!r}: use hf:MODEL, checkpoint:DIR, vllm:MODEL or tiny:keydoor")
     dtype = getattr(torch, m.dtype)
     from agentgym.policies.models import load_model_and_tokenizer, load_tokenizer
 
-    if kind == "tiny":
-        from agentgym.train import tiny
-
-        name = str(tiny.build_tiny(run_dir / "tiny-model", name, seed=config.train.seed))
-    elif kind == "checkpoint":
-        name = _checkpoint_model_dir(name)
+    name = model_path(config, run_dir)
     if m.init_from_config:
         transformers = require("transformers", "hf")
         tokenizer = load_tokenizer(name)
@@ -103,18 +120,10 @@ def freeze_below_top_layers(model: Any, n: int) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def make_policy(config: TrainConfig, model: Any, tokenizer: Any) -> Any:
+def make_policy(config: TrainConfig, model: Any, tokenizer: Any, run_dir: Path | None = None) -> Any:
     """The rollout policy: an HFPolicy sharing `model` in place, or a vLLM policy fed pushed weights."""
     if config.model.policy.startswith("vllm:"):
-        from agentgym.policies import load_policy
-
-        lora = config.model.lora
-        # log-probs after temperature scaling, as the trainer computes them (logprob_diff and TIS compare them)
-        kwargs: dict[str, Any] = {"logprobs_mode": "processed_logprobs", "seed": config.train.seed,
-                                  "dtype": config.model.dtype}
-        if lora.enabled:  # the trainer pushes the adapter, not merged weights
-            kwargs.update(enable_lora=True, max_lora_rank=lora.r)
-        return load_policy(config.model.policy, **kwargs)
+        return make_vllm_policy(config, tokenizer, run_dir or Path(config.train.run_dir))
     if config.rollout.action_mode == "admissible":
         from agentgym.policies.admissible import AdmissiblePolicy
 
@@ -122,6 +131,26 @@ def make_policy(config: TrainConfig, model: Any, tokenizer: Any) -> Any:
     from agentgym.policies.hf import HFPolicy
 
     return HFPolicy(model, tokenizer)
+
+
+def make_vllm_policy(config: TrainConfig, tokenizer: Any, run_dir: Path) -> Any:
+    """A vLLM engine on the model the trainer loaded, with the trainer's tokenizer (so prompts and the
+    engine agree on ids), its log-probs after temperature scaling (as the trainer computes them)."""
+    from agentgym.policies.models import served_model_dir
+    from agentgym.policies.vllm import VLLMPolicy
+
+    m, v = config.model, config.model.vllm
+    path = model_path(config, run_dir)
+    kwargs: dict[str, Any] = {
+        "logprobs_mode": "processed_logprobs", "seed": config.train.seed, "dtype": m.dtype,
+        "tokenizer": tokenizer, "enforce_eager": v.enforce_eager, "kv_cache_gib": v.kv_cache_gib or None,
+        "cpu_threads": v.cpu_threads or None, "gpu_memory_utilization": v.gpu_memory_utilization,
+        "max_model_len": config.rollout.max_context_tokens + config.rollout.max_new_tokens}
+    if split_model_spec(m.policy)[1] == "tiny":  # a word-level tokenizer vLLM cannot load: ids in and out
+        kwargs["skip_tokenizer_init"] = True
+    if m.lora.enabled:  # the trainer pushes the adapter, not merged weights
+        kwargs.update(enable_lora=True, max_lora_rank=m.lora.r)
+    return VLLMPolicy(served_model_dir(path), **kwargs)
 
 
 def make_reference(config: TrainConfig, model: Any) -> Any:

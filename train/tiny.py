@@ -1,6 +1,6 @@
 """A tiny random causal LM with a word-level tokenizer, for CPU learning runs.
 
-`model.policy: tiny:keydoor` builds (once, under the run dir) a 2-layer Llama (hidden 64) whose
+`model.policy: tiny:keydoor` builds (once, under the run dir) a 2-layer Llama (hidden 64, 2 heads) whose
 vocabulary is the words of the one-word key-door env (`agentgym/Toy-KeyDoor-OneWord-v0`, envs/toy/oneword.py)
 plus ChatML special tokens, so a randomly initialised model already says a valid command now and then, and
 GiGPO/GRPO can be shown to learn in minutes.
@@ -57,8 +57,10 @@ def build_tiny(target: Path, name: str = "keydoor", seed: int = 0, layers: int =
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tokenizer = build_tokenizer(keydoor_vocab())
+    heads = max(1, hidden // 32)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 2,
-                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
+                         # heads of 32 dims: the smallest vLLM's CPU attention takes (the engine serves it too)
+                         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
                          max_position_embeddings=512, tie_word_embeddings=True, initializer_range=0.2,
                          pad_token_id=tokenizer.pad_token_id,
                          eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.pad_token_id)

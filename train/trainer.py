@@ -208,6 +208,7 @@ class Trainer:
         t2 = time.perf_counter()
         metrics.update(_timing(first, t1 - t0, t2 - t1, sum(len(s) for s in samples)))
         metrics.update(_gpu_memory(self.device))
+        metrics.update(host_memory())
         self.iteration += 1
         return metrics
 
@@ -355,6 +356,27 @@ def _gpu_memory(device: Any) -> dict[str, float]:
     if getattr(device, "type", "") != "cuda":
         return {}
     return {"gpu/peak_memory_gib": torch.cuda.max_memory_allocated(device) / 2**30}
+
+
+def host_memory() -> dict[str, float]:
+    """Resident memory (GiB) of this process and of its children (a vLLM engine's core and worker run
+    there), now, and this process's own peak; what a run needs of the machine's RAM."""
+    import resource
+
+    peak_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    try:
+        import psutil
+    except ImportError:
+        return {"memory/peak_rss_self_gib": peak_self}
+    me = psutil.Process()
+    children = 0
+    for child in me.children(recursive=True):
+        try:
+            children += child.memory_info().rss
+        except psutil.Error:  # gone since it was listed
+            pass
+    return {"memory/rss_gib": (me.memory_info().rss + children) / 2**30, "memory/rss_children_gib": children / 2**30,
+            "memory/peak_rss_self_gib": peak_self}
 
 
 def batch_stats(samples: Sequence[Sample], scored: Scored, targets: Targets, tis_cap: float | None = None

