@@ -2,4 +2,5 @@ import sys
 
 from agentgym.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # a vLLM engine's processes may import this module again: start nothing then
+    sys.exit(main())

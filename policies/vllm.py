@@ -24,6 +24,9 @@ Platforms (`engine_settings`, a pure function, decides):
     fp32); on a GPU `gpu_memory_utilization` sizes it unless `kv_cache_gib` is given.
   - On a CPU vLLM binds its worker's OpenMP threads to the cores it does not reserve for its scheduler
     (one core of two here); `cpu_threads=N` lets the worker run N unbound threads instead.
+  - On a CPU, chunked prefill is off: the CPU build's sampler fails on a seeded request whose prompt was
+    split across steps ("CPU Generator does not use offset", vLLM 0.32), and the rollouts seed every
+    request. A step then takes whole prompts, up to max(4096, max_model_len) tokens (32k if not given).
 
 An engine that dies (its process killed, or crashed) fails the requests in flight with error generations;
 the next call starts a new engine and pushes the newest weights into it.
@@ -108,8 +111,8 @@ def from_vllm_output(output: Any, tokenizer: Any = None) -> Generation:
 
 
 def engine_settings(*, on_cpu: bool, sleep_available: bool, enable_sleep_mode: bool | None = None,
-                    kv_cache_gib: float | None = None, cpu_threads: int | None = None
-                    ) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+                    kv_cache_gib: float | None = None, cpu_threads: int | None = None,
+                    max_model_len: int | None = None) -> tuple[dict[str, Any], dict[str, str], list[str]]:
     """(extra `vllm.LLM` kwargs, environment for the engine's processes, lines to log) for a platform.
     Pure: `VLLMPolicy` asks vLLM what the platform is and offers, and passes the answers in."""
     kwargs: dict[str, Any] = {}
@@ -134,6 +137,9 @@ def engine_settings(*, on_cpu: bool, sleep_available: bool, enable_sleep_mode: b
         if int(cpu_threads) < 1:
             raise PolicyError(f"cpu_threads={cpu_threads!r}: give a thread count of 1 or more")
         env.update(VLLM_CPU_OMP_THREADS_BIND="nobind", OMP_NUM_THREADS=str(int(cpu_threads)))
+    if on_cpu:
+        kwargs.update(enable_chunked_prefill=False,
+                      max_num_batched_tokens=max(4096, int(max_model_len)) if max_model_len else 32768)
     return kwargs, env, notes
 
 
@@ -159,6 +165,10 @@ def is_engine_dead(exc: BaseException) -> bool:
     return any(type(e).__name__ == "EngineDeadError" for e in (exc, exc.__cause__, exc.__context__) if e)
 
 
+class EngineDeadError(RuntimeError):
+    """Stands in for vLLM's error of that name where its module cannot be imported."""
+
+
 def engine_is_dead(llm: Any) -> bool:
     """Whether vLLM's client has seen its engine-core process die (False where it cannot tell)."""
     resources = getattr(getattr(getattr(llm, "llm_engine", None), "engine_core", None), "resources", None)
@@ -178,8 +188,8 @@ def wake_on_engine_death(llm: Any, done: threading.Event, poll_s: float = 0.5) -
         if engine_is_dead(llm):
             try:
                 error = require("vllm.v1.engine.exceptions", "vllm").EngineDeadError()
-            except Exception:  # another layout: a plain error still ends the wait
-                error = RuntimeError("EngineDeadError: the vLLM engine core died")
+            except Exception:  # another layout: our own error of that name still ends the wait
+                error = EngineDeadError("the vLLM engine core died")
             queue.put_nowait(error)
             return
 
@@ -211,7 +221,10 @@ class VLLMPolicy(BasePolicy):
         if llm is None:
             settings, self._env, notes = engine_settings(
                 on_cpu=self._platform_is_cpu(), sleep_available=self._sleep_available(),
-                enable_sleep_mode=enable_sleep_mode, kv_cache_gib=kv_cache_gib, cpu_threads=cpu_threads)
+                enable_sleep_mode=enable_sleep_mode, kv_cache_gib=kv_cache_gib, cpu_threads=cpu_threads,
+                max_model_len=engine_kwargs.get("max_model_len"))
+            for key in set(settings) & set(engine_kwargs):  # the caller's word wins
+                settings.pop(key)
             for note in notes:
                 log.info("vllm: %s", note)
             if logprobs_mode is not None:

@@ -348,3 +348,74 @@ def test_real_engine_generates_and_takes_pushed_weights(hf_model_dir):
     policy.update_weights(original)
     assert policy.generate(greedy)[0].token_ids == gens[0].token_ids
     torch.cuda.synchronize()
+
+
+# ---------------------------------------------------------------- platform settings, no engine needed
+
+def test_engine_settings_on_a_cpu_turn_sleep_off_and_fix_the_kv_cache():
+    from agentgym.policies.vllm import CPU_KV_CACHE_GIB, engine_settings
+
+    kwargs, env, notes = engine_settings(on_cpu=True, sleep_available=False, max_model_len=2048)
+    assert kwargs["enable_sleep_mode"] is False and len(notes) == 1 and "sleep mode" in notes[0]
+    assert kwargs["kv_cache_memory_bytes"] == int(CPU_KV_CACHE_GIB * (1 << 30)) and env == {}
+    assert kwargs["enable_chunked_prefill"] is False and kwargs["max_num_batched_tokens"] == 4096
+    assert engine_settings(on_cpu=True, sleep_available=False)[0]["max_num_batched_tokens"] == 32768
+    with pytest.raises(PolicyError, match="refuses sleep mode"):
+        engine_settings(on_cpu=True, sleep_available=False, enable_sleep_mode=True)
+    _, env, _ = engine_settings(on_cpu=True, sleep_available=False, cpu_threads=2, kv_cache_gib=0.5)
+    assert env == {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "2"}
+
+
+def test_engine_settings_on_a_gpu_keep_vllms_defaults_and_refuse_cpu_options():
+    from agentgym.policies.vllm import engine_settings
+
+    kwargs, env, notes = engine_settings(on_cpu=False, sleep_available=True)
+    assert kwargs == {"enable_sleep_mode": True} and env == {} and notes == []
+    assert engine_settings(on_cpu=False, sleep_available=True, kv_cache_gib=4)[0]["kv_cache_memory_bytes"] == 4 << 30
+    with pytest.raises(PolicyError, match="cpu_threads"):
+        engine_settings(on_cpu=False, sleep_available=True, cpu_threads=2)
+    with pytest.raises(PolicyError, match="kv_cache_gib"):
+        engine_settings(on_cpu=False, sleep_available=True, kv_cache_gib=-1)
+
+
+def test_an_engine_without_a_tokenizer_gets_stop_ids_and_decoded_text(fake_vllm):
+    from agentgym.policies.vllm import single_token_ids
+
+    class Tok:
+        vocab = {"<|im_end|>": 3, "ab": 7}
+
+        def encode(self, text, add_special_tokens=False):
+            return [self.vocab[text]] if text in self.vocab else [1, 2]
+
+        def decode(self, ids, skip_special_tokens=False):
+            return "|".join(map(str, ids))
+
+    assert single_token_ids(Tok(), ["<|im_end|>", "two tokens"]) == {"<|im_end|>": 3}
+    params = to_vllm_sampling(fake_vllm, SamplingParams(stop=("<|im_end|>",)), {"<|im_end|>": 3})
+    assert params.kwargs["stop"] is None and params.kwargs["stop_token_ids"] == [3]
+    with pytest.raises(PolicyError, match="single tokens"):
+        to_vllm_sampling(fake_vllm, SamplingParams(stop=("two tokens",)), {})
+    out = RequestOutput("0", [1], [CompletionOutput(0, "", [4, 5], None, None, "length")])
+    assert from_vllm_output(out, Tok()).text == "4|5" and from_vllm_output(out).text == ""
+
+
+def test_a_dead_engine_wakes_a_blocked_generate():
+    """vLLM's sync client leaves `generate` waiting on its output queue when the engine dies; the watcher
+    puts an error there once the client's `engine_dead` flag is set."""
+    import queue
+    import threading
+
+    from agentgym.policies.vllm import engine_is_dead, is_engine_dead, wake_on_engine_death
+
+    resources = types.SimpleNamespace(engine_dead=False)
+    core = types.SimpleNamespace(resources=resources, outputs_queue=queue.Queue())
+    llm = types.SimpleNamespace(llm_engine=types.SimpleNamespace(engine_core=core))
+    done = threading.Event()
+    watcher = threading.Thread(target=wake_on_engine_death, args=(llm, done, 0.01))
+    watcher.start()
+    assert not engine_is_dead(llm)
+    resources.engine_dead = True
+    error = core.outputs_queue.get(timeout=10)
+    watcher.join(10)
+    assert engine_is_dead(llm) and is_engine_dead(error) and not watcher.is_alive()
+    assert not is_engine_dead(ValueError("other"))

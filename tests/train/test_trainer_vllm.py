@@ -64,7 +64,7 @@ def test_a_resumed_run_pushes_the_restored_weights_into_its_new_engine(learned):
     from agentgym.policies.base import GenerationRequest, SamplingParams
 
     run, _ = learned
-    trainer = Trainer(vllm_config(run, f"train.iterations={ITERATIONS + 1}"))
+    trainer = Trainer(vllm_config(run, f"train.iterations={ITERATIONS + 1}", "checkpoint.resume=auto"))
     try:
         assert trainer.iteration == ITERATIONS
         prompt = tuple(trainer.chat.initial_prompt("take the key then open the door", "room 0 . key here ."))
