@@ -345,9 +345,6 @@ def bi_level_gae(table: TurnTable, token_row: np.ndarray, token_values: np.ndarr
     return adv, adv + v
 
 
-ESTIMATORS = ("gigpo", "grpo", "rloo", "reinforce_pp", "turn_gae", "bi_level_gae", "hgpo")
-
-
 # ---------------------------------------------------------------------------------------------
 # HGPO: hierarchy of step groups by how much past context agrees
 # ---------------------------------------------------------------------------------------------

@@ -18,10 +18,10 @@ from typing import Any, Literal
 from agentgym.errors import ConfigError
 from agentgym.policy import SamplingParams
 from agentgym.rollout import RolloutConfig
+from agentgym.train.estimators import get_estimator
+from agentgym.train.updaters import refuse_unsupported
 from agentgym.train.sft_config import SFTSection
 
-ESTIMATORS = ("gigpo", "grpo", "rloo", "reinforce_pp", "turn_gae", "bi_level_gae", "hgpo")
-CRITIC_ESTIMATORS = ("turn_gae", "bi_level_gae")
 
 
 def _check(ok: bool, message: str) -> None:
@@ -154,7 +154,9 @@ class RolloutSection:
 
 @dataclass(frozen=True)
 class AlgorithmSection:
-    estimator: Literal["gigpo", "grpo", "rloo", "reinforce_pp", "turn_gae", "bi_level_gae", "hgpo"] = "gigpo"
+    estimator: str = "gigpo"
+    """A registered estimator (train/estimators.py): gigpo, grpo, rloo, reinforce_pp, hgpo, turn_gae,
+    bi_level_gae, or one a plug-in registered; `agentgym train --options` lists them with what each does."""
     gamma: float = 0.95
     """Turn discount (GiGPO step returns, REINFORCE++, GAE turn clock)."""
     lam: float = 0.95
@@ -222,6 +224,7 @@ class AlgorithmSection:
     """EPO: running-average momentum of the entropy the band is centred on."""
 
     def __post_init__(self) -> None:
+        get_estimator(self.estimator)  # an unknown name fails here, with a did-you-mean
         _check(self.hgpo_levels >= 0, f"algorithm.hgpo_levels must be >= 0, got {self.hgpo_levels}")
         _check(self.igpo_coef >= 0 and self.epo_coef >= 0 and self.epo_smooth_coef >= 0,
                "algorithm.igpo_coef, epo_coef and epo_smooth_coef must be >= 0")
@@ -334,10 +337,12 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         a, m, r = self.algorithm, self.model, self.rollout
-        if a.estimator in CRITIC_ESTIMATORS:
+        refuse_unsupported(self)  # what the chosen updater cannot do, named with its fix
+        estimator = get_estimator(a.estimator)
+        if estimator.needs_critic:
             _check(m.critic != "none", f"algorithm.estimator={a.estimator} needs a critic: set model.critic=shared "
                                        "(value head on the policy) or model.critic=separate")
-        elif a.estimator in ("gigpo", "grpo", "rloo", "hgpo"):
+        elif estimator.needs_groups:
             _check(r.group_size >= 2, f"algorithm.estimator={a.estimator} compares rollouts of one task: set "
                                       f"rollout.group_size >= 2 (got {r.group_size})")
         _check(not (a.dynamic_sampling and r.group_size < 2),

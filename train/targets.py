@@ -2,8 +2,8 @@
 
 A turn's advantage goes to every action token of that turn. Turn-level GAE reads the critic at the
 position just before each turn's first action token (the state acted from) and trains it there only;
-bi-level GAE reads and trains it at every action token. `TARGETS` maps each estimator name of
-`advantages.ESTIMATORS` to its builder.
+bi-level GAE reads and trains it at every action token. The built-in estimators register here, in
+train/estimators.py's registry, which config validation, the CLI and the trainer read.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import numpy as np
 
 from agentgym.train import advantages as A
 from agentgym.train.config import AlgorithmSection
+from agentgym.train.estimators import get_estimator
 from agentgym.train.samples import Sample
 from agentgym.train.update import Scored, Targets
 from agentgym.trajectory import Trajectory, TurnTable
@@ -97,36 +98,38 @@ def whiten(advantages: list[np.ndarray], segs: list[np.ndarray]) -> list[np.ndar
 
 # ------------------------------------------------------------------------------ critic-free estimators
 
-def _gigpo(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory], penalty: float
+def gigpo_turns(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory], penalty: float
            ) -> np.ndarray:
     texts = anchor_texts(trajectories) if cfg.similarity is not None else None
     return A.gigpo(table, cfg.gamma, cfg.step_weight, cfg.norm, cfg.eps, episode_stats=cfg.episode_stats,
                    anchor_text=texts, similarity=cfg.similarity, invalid_penalty=penalty)
 
 
-def _hgpo(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory], penalty: float
+def hgpo_turns(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory], penalty: float
           ) -> np.ndarray:
     codes = A.history_level_codes([k.history for t in trajectories for k in t.turns], cfg.hgpo_levels)
     return A.hgpo(table, codes, cfg.gamma, cfg.step_weight, cfg.norm, cfg.eps, invalid_penalty=penalty,
                   episode_stats=cfg.episode_stats, alpha=cfg.hgpo_alpha)
 
 
-TURN_ESTIMATORS: dict[str, Callable[[AlgorithmSection, TurnTable, Sequence[Trajectory], float], np.ndarray]] = {
-    "gigpo": _gigpo,
-    "hgpo": _hgpo,
-    "grpo": lambda cfg, table, _, penalty: A.grpo(table, cfg.norm, cfg.eps, episode_stats=cfg.episode_stats,
-                                                  invalid_penalty=penalty),
-    "rloo": lambda cfg, table, _, penalty: A.rloo(table, invalid_penalty=penalty),
-    "reinforce_pp": lambda cfg, table, _, penalty: A.reinforce_pp(table, cfg.gamma, eps=cfg.eps,
-                                                                  invalid_penalty=penalty),
-}
+def grpo_turns(cfg: AlgorithmSection, table: TurnTable, _: Sequence[Trajectory], penalty: float) -> np.ndarray:
+    return A.grpo(table, cfg.norm, cfg.eps, episode_stats=cfg.episode_stats, invalid_penalty=penalty)
+
+
+def rloo_turns(cfg: AlgorithmSection, table: TurnTable, _: Sequence[Trajectory], penalty: float) -> np.ndarray:
+    return A.rloo(table, invalid_penalty=penalty)
+
+
+def reinforce_pp_turns(cfg: AlgorithmSection, table: TurnTable, _: Sequence[Trajectory], penalty: float) -> np.ndarray:
+    return A.reinforce_pp(table, cfg.gamma, eps=cfg.eps, invalid_penalty=penalty)
 
 
 def turn_advantages(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory]) -> np.ndarray:
     """Per-turn advantages of the critic-free estimators."""
-    if cfg.estimator not in TURN_ESTIMATORS:
+    estimator = get_estimator(cfg.estimator)
+    if estimator.turn_advantages is None:
         raise ValueError(f"{cfg.estimator} needs a critic; use build_targets")
-    adv = TURN_ESTIMATORS[cfg.estimator](cfg, table, trajectories, _reward_penalty(cfg))
+    adv = estimator.turn_advantages(cfg, table, trajectories, _reward_penalty(cfg))
     return adv - _advantage_penalty(cfg, table)
 
 
@@ -145,7 +148,7 @@ def _first_positions(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return turns, pos[first]
 
 
-def _turn_gae_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory],
+def turn_gae_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory],
                       segs: list[np.ndarray], scored: Scored, final_values: np.ndarray | None) -> Targets:
     values = np.zeros(len(table))
     for rows, v in zip(segs, scored.old_values):
@@ -164,7 +167,7 @@ def _turn_gae_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Seq
     return Targets(whiten(advantages, segs) if cfg.whiten_advantages else advantages, returns, vmask, segs)
 
 
-def _bi_level_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory],
+def bi_level_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory],
                       segs: list[np.ndarray], scored: Scored, final_values: np.ndarray | None) -> Targets:
     where = [np.flatnonzero(rows >= 0) for rows in segs]
     token_row = np.concatenate([rows[w] for rows, w in zip(segs, where)]) if segs else np.zeros(0, np.int64)
@@ -186,13 +189,6 @@ def _bi_level_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Seq
     return Targets(whiten(advantages, segs) if cfg.whiten_advantages else advantages, returns, vmask, segs)
 
 
-TARGETS: dict[str, Callable[..., Targets]] = {
-    **{name: _critic_free_targets for name in TURN_ESTIMATORS},
-    "turn_gae": _turn_gae_targets,
-    "bi_level_gae": _bi_level_targets,
-}
-
-
 def with_epo(targets: Targets, table: TurnTable, entropy_running: float | None) -> Targets:
     """The targets with what EPO's loss needs: each position's trajectory id and the running entropy H̄."""
     traj = [np.where(r >= 0, table.traj[np.maximum(r, 0)], -1) for r in targets.segments]
@@ -204,7 +200,9 @@ def build_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequenc
     """Per-sample targets of `cfg.estimator`; `final_values` (per table row) bootstraps GAE after a
     trajectory's last turn when it was cut off rather than terminated."""
     segs = [s.row[1:].copy() for s in samples]
-    targets = TARGETS[cfg.estimator](cfg, table, trajectories, segs, scored, final_values)
+    estimator = get_estimator(cfg.estimator)
+    builder = estimator.targets or _critic_free_targets
+    targets = builder(cfg, table, trajectories, segs, scored, final_values)
     overlong = turn_column(trajectories, lambda k: k.finish_reason == "length").astype(bool)
     extras = _loss_extras(cfg, samples, scored, overlong)
     return Targets(targets.advantages, targets.returns, targets.value_mask, segs, **extras)

@@ -28,6 +28,7 @@ from agentgym.train import checkpoint as ck
 from agentgym.train import distributed as D
 from agentgym.train.advantages import last_rows
 from agentgym.train.choice import choice_step
+from agentgym.train.updaters import updater_for
 from agentgym.train.config import TrainConfig
 from agentgym.train.metrics import MetricsWriter, rollout_metrics, write_rollouts
 from agentgym.train.samples import Sample, build_samples, verify_samples
@@ -183,7 +184,7 @@ class Trainer:
         if cfg.train.verify_tokens:
             metrics.update(self.verify_tokens(batch))
         samples = build_samples(batch, cfg.rollout.layout)
-        if samples and getattr(self.policy, "record_choices", False):  # admissible-action mode: exact ratio
+        if samples and updater_for(cfg).name == "choice_ppo":  # admissible-action mode: exact ratio
             metrics.update(choice_step(self, batch))
         elif samples:
             self._sleep_rollout_engine()

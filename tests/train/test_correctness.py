@@ -13,8 +13,9 @@ from agentgym.rollout import RolloutConfig, next_prompt_ids, rollout
 from agentgym.train import advantages as A
 from agentgym.train.config import AlgorithmSection, config_from_dict
 from agentgym.train.samples import build_samples, verify_samples
-from agentgym.train.targets import (TARGETS, TURN_ESTIMATORS, build_targets, overlong_penalties, shape_rewards,
-                                    truncated_is_weights, turn_advantages)
+from agentgym.train.estimators import estimators
+from agentgym.train.targets import (build_targets, overlong_penalties, shape_rewards, truncated_is_weights,
+                                    turn_advantages)
 from agentgym.train.trainer import drop_failed
 from agentgym.train.update import Scored
 from agentgym.trajectory import Trajectory, Turn, TurnTable
@@ -139,8 +140,13 @@ def test_gae_advantage_whitening():
     assert flat.mean() == pytest.approx(0.0, abs=1e-9) and flat.std() == pytest.approx(1.0, abs=1e-6)
 
 
-def test_every_estimator_has_a_target_builder():
-    assert set(TARGETS) == set(A.ESTIMATORS) and set(TURN_ESTIMATORS) <= set(TARGETS)
+def test_every_estimator_resolves_to_one_builder():
+    names = set(estimators())
+    assert {"gigpo", "grpo", "rloo", "reinforce_pp", "hgpo", "turn_gae", "bi_level_gae"} <= names
+    for entry in estimators().values():
+        assert (entry.turn_advantages is None) != (entry.targets is None) and entry.doc
+        assert callable(entry.turn_advantages or entry.targets)
+        assert entry.needs_critic == (entry.targets is not None)
 
 
 def test_new_options_validate():

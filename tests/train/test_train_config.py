@@ -36,7 +36,7 @@ def test_yaml_file(tmp_path: Path):
     (["train.iterations=many"], "must be an integer"),
     (["optim.lr=fast"], "optim.lr must be a number"),
     (["algorithm.dual_clip=0.5"], "dual_clip must be > 1"),
-    (["model.policy=vllm:Qwen/Qwen2.5-1.5B-Instruct"], "model.device=cuda"),
+    (["model.policy=vllm:Qwen/Qwen2.5-1.5B-Instruct", "rollout.action_mode=admissible"], "action_mode=generate"),
     (["gamma"], "section.key=value"),
 ])
 def test_invalid_configs_say_how_to_fix(overrides, match):

@@ -1,0 +1,88 @@
+"""The estimator registry and the update seam: one place to add an estimator, one place that says what
+each updater cannot do (refused at config load, one line, the option and the fix)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agentgym.errors import ConfigError
+from agentgym.train import estimators as E
+from agentgym.train.config import config_from_dict
+from agentgym.train.updaters import updater_for
+
+ADMISSIBLE = {"rollout": {"action_mode": "admissible"}}
+
+
+@pytest.fixture
+def mean_baseline():
+    """An estimator registered in one call: the episode return minus the mean of its group."""
+    def advantages(cfg, table, trajectories, penalty):
+        returns = np.zeros(len(table))
+        for traj in np.unique(table.traj):
+            rows = table.traj == traj
+            returns[rows] = table.reward[rows].sum()
+        means = {g: returns[table.group == g].mean() for g in np.unique(table.group)}
+        return returns - np.array([means[g] for g in table.group])
+
+    E.register_estimator("mean_baseline", turn_advantages=advantages, needs_groups=True,
+                         doc="episode return minus the group mean")
+    yield "mean_baseline"
+    E._REGISTRY.pop("mean_baseline")
+
+
+def test_a_new_estimator_is_accepted_by_the_config_and_runs(mean_baseline, tmp_path):
+    pytest.importorskip("transformers")
+    from agentgym.train.config import load_config
+    from agentgym.train.metrics import read_metrics
+    from agentgym.train.trainer import train
+
+    with pytest.raises(ConfigError, match="compares rollouts|group_size"):
+        config_from_dict({"algorithm": {"estimator": mean_baseline}, "rollout": {"group_size": 1}})
+    run = train(load_config("toy_learning", [f"train.run_dir={tmp_path}", f"algorithm.estimator={mean_baseline}",
+                                             "train.iterations=2", "eval.every=0", "rollout.groups=2"]))
+    metrics = read_metrics(run)
+    assert len(metrics) == 2 and all(np.isfinite(m["policy_loss"]) for m in metrics)
+
+
+def test_an_unknown_estimator_says_did_you_mean():
+    with pytest.raises(ConfigError, match="Did you mean 'gigpo'"):
+        config_from_dict({"algorithm": {"estimator": "gigp"}})
+
+
+def test_registration_needs_exactly_one_builder():
+    with pytest.raises(ValueError, match="exactly one"):
+        E.register_estimator("x", doc="none given")
+    with pytest.raises(ValueError, match="needs_critic"):
+        E.register_estimator("x", doc="targets read a critic", targets=lambda *a: None)
+
+
+@pytest.mark.parametrize("override,option", [
+    ({"algorithm": {"kl_coef": 0.1}}, "algorithm.kl_coef"),
+    ({"algorithm": {"igpo_coef": 0.5}}, "algorithm.igpo_coef"),
+    ({"algorithm": {"epo_coef": 0.1}}, "algorithm.epo_coef"),
+    ({"algorithm": {"tis_cap": 2.0}}, "algorithm.tis_cap"),
+    ({"algorithm": {"overlong": "mask"}}, "algorithm.overlong"),
+    ({"algorithm": {"dual_clip": 3.0}}, "algorithm.dual_clip"),
+    ({"algorithm": {"whiten_advantages": True}}, "algorithm.whiten_advantages"),
+    ({"algorithm": {"estimator": "turn_gae"}, "model": {"critic": "shared"}}, "algorithm.estimator"),
+    ({"algorithm": {"estimator": "turn_gae"}}, "algorithm.estimator"),
+    ({"model": {"critic": "shared"}}, "model.critic"),
+])
+def test_the_choice_updater_refuses_what_it_cannot_do(override, option):
+    config = {**ADMISSIBLE, **override}
+    with pytest.raises(ConfigError) as error:
+        config_from_dict(config)
+    message = str(error.value)
+    assert message.startswith(f"{option} is not supported by the choice_ppo updater") and "\n" not in message
+    assert "rollout.action_mode=generate" in message  # the fix
+
+
+def test_vllm_rollouts_with_admissible_mode_are_refused():
+    with pytest.raises(ConfigError, match="action_mode=admissible scores"):
+        config_from_dict({**ADMISSIBLE, "model": {"policy": "vllm:hf:smollm2-135m-instruct"}})
+
+
+def test_each_mode_gets_its_updater_and_token_ppo_takes_every_option():
+    assert updater_for(config_from_dict(ADMISSIBLE)).name == "choice_ppo"
+    token = config_from_dict({"algorithm": {"kl_coef": 0.1, "tis_cap": 2.0, "overlong": "mask", "epo_coef": 0.1}})
+    assert updater_for(token).name == "token_ppo"
