@@ -15,15 +15,28 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    p.add_argument("config", help="YAML file or preset name (quickstart_cpu, toy_learning, household_gpu_vllm, ...)")
+    p.add_argument("config", nargs="?", help="YAML file or preset name (quickstart_cpu, toy_learning, "
+                                             "household_cpu_vllm, household_gpu_vllm, ...)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. algorithm.gamma=0.9")
     p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
+    p.add_argument("--options", action="store_true",
+                   help="list every option with its default and doc, the estimators and the updaters, and exit")
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
+    from agentgym.errors import ConfigError
     from agentgym.train.config import load_config
+
+    if args.options:
+        from agentgym.train.options import format_options
+
+        print(format_options())
+        return 0
+    if args.config is None:
+        raise ConfigError("name a config: agentgym train PRESET_OR_YAML [key=value ...] (agentgym train --options "
+                          "lists every key)")
 
     config = load_config(args.config, args.overrides)
     if args.print_config:

@@ -59,3 +59,27 @@ def test_presets_resolve_by_name():
     names = [p.stem for p in PRESET_DIR.glob("*.yaml")]
     assert {"quickstart_cpu", "toy_learning", "household_gpu_vllm", "search_gpu_vllm"} <= set(names)
     assert load_config("toy_learning").rollout.env.startswith("agentgym/")
+
+
+def test_options_list_every_leaf_with_its_default_and_doc():
+    import dataclasses
+    import subprocess
+    import sys
+
+    from agentgym.train.config import TrainConfig
+    from agentgym.train.options import options
+
+    def leaves(cls, prefix=""):
+        for f in dataclasses.fields(cls):
+            value = getattr(cls(), f.name)
+            yield from (leaves(type(value), f"{prefix}{f.name}.") if dataclasses.is_dataclass(value)
+                        else [f"{prefix}{f.name}"])
+
+    listed = {o.name: o for o in options()}
+    assert set(listed) == set(leaves(TrainConfig))
+    assert listed["algorithm.gamma"].default == 0.95 and listed["algorithm.gamma"].doc.startswith("Turn discount")
+    assert "KV-cache space in GiB" in listed["model.vllm.kv_cache_gib"].doc
+    out = subprocess.run([sys.executable, "-m", "agentgym.train", "--options"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and "model.vllm.cpu_threads" in out.stdout and "choice_ppo" in out.stdout
+    assert all(name in out.stdout for name in ("gigpo", "turn_gae", "bi_level_gae"))
