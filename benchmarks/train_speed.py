@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             score_wall, _ = _clock(lambda: score(model, samples, config))
             best["step"], best["cpu"] = min(best["step"], step_wall), min(best["cpu"], step_cpu)
             best["score"] = min(best["score"], score_wall)
-        del model, optimizer
+        model = optimizer = None  # free the copy before the next configuration builds its own
     tokens = args.samples * args.tokens
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"\n(load average {load} on {os.cpu_count()} CPUs; tokens/s counts every token of the sequences)")

@@ -340,7 +340,7 @@ class VLLMPolicy(BasePolicy):
 
     def wake_up(self, tags: list[str] | None = None) -> None:
         self.llm.wake_up(tags=tags)
-        self.sleeping = bool(tags) and "kv_cache" not in tags
+        self.sleeping = bool(tags) and "kv_cache" not in (tags or ())
 
     def update_weights(self, state_dict: Any) -> None:
         """Push trained weights into the engine and drop cached prefixes computed with the old ones."""

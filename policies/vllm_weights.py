@@ -89,6 +89,9 @@ class WeightSyncWorker:
     """Mixed into each vLLM worker (`worker_extension_cls`). vLLM refuses an extension whose names clash
     with the worker's, so everything here starts with `agentgym_`."""
 
+    device: Any        # the worker's, once mixed in
+    model_runner: Any
+
     def agentgym_receive_weights(self, address: str) -> int:
         """Connect to the trainer at `address`, load each bucket it sends; return the tensors loaded.
 

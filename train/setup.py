@@ -51,7 +51,7 @@ def split_model_spec(spec: str) -> tuple[str, str, str]:
     backend = "hf"
     if spec.startswith("vllm:"):
         backend, spec = "vllm", spec[len("vllm:"):]
-        if not spec.split(":", 1)[0] in ("hf", "checkpoint", "tiny"):
+        if spec.split(":", 1)[0] not in ("hf", "checkpoint", "tiny"):
             spec = f"hf:{spec}"  # vllm:NAME, the older spelling of vllm:hf:NAME
     kind, _, name = spec.partition(":")
     if kind not in ("hf", "checkpoint", "tiny") or not name:

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from agentgym.errors import ConfigError
-from agentgym.policies.base import EnvContext, Generation, GenerationRequest
+from agentgym.policies.base import Generation, GenerationRequest
 from agentgym.policies.scripted import ScriptedPolicy
 from agentgym.train.samples import Sample, build_samples
 from agentgym.rollout import window_message

@@ -11,7 +11,7 @@ from typing import Any
 
 
 from agentgym.core import ToolEnv, make_info
-from agentgym.tools import Tool, ToolResult, tool
+from agentgym.tools import Tool, ToolResult
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
         ast.Mod: operator.mod, ast.USub: operator.neg, ast.UAdd: operator.pos}

@@ -118,7 +118,7 @@ def test_two_player_game_against_the_random_opponent():
     env = make("agentgym/TextArena-TicTacToe-v0")
     obs, _ = env.reset(seed=1)
     assert "Player 0" in obs and "[Player 1 (opponent)]" not in obs  # the agent moves first
-    rng, seen, outcomes = random.Random(1), [obs], []
+    rng, seen = random.Random(1), [obs]
     for _ in range(9):
         obs, reward, terminated, truncated, info = env.step(random_bracketed_move(seen, rng))
         seen.append(obs)

@@ -2,7 +2,6 @@
 import random
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
@@ -10,7 +9,7 @@ import pytest
 import agentgym
 from agentgym.envs.web.shop.catalog import Catalog, make_product
 from agentgym.envs.web.shop.goals import Goal, GoalSampler, shop_reward, split_of
-from agentgym.envs.web.shop.site import ShopSite, shared_site
+from agentgym.envs.web.shop.site import shared_site
 from agentgym.envs.web.shop.textview import text_view
 from agentgym.envs.web.shop_env import WebShopEnv
 

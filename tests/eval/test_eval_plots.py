@@ -3,7 +3,6 @@ import json
 import math
 import random
 
-import pytest
 
 from agentgym.cli import main
 from agentgym.eval.plots import read_metrics, series

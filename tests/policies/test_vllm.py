@@ -8,7 +8,7 @@ import inspect
 import math
 import sys
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
