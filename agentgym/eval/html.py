@@ -210,5 +210,15 @@ def render_comparison_html(named: Sequence[tuple[str, dict[str, Any]]], links: S
                    for i, ((name, r), link) in enumerate(zip(named, links)))
     pictures = "".join(f'<h2>{e(title)}</h2><img alt="{e(title)}" style="max-width:100%" '
                        f'src="data:image/png;base64,{base64.b64encode(data).decode()}">' for title, data in images)
+    pairs = ""
+    if len(named) > 1:
+        from agentgym.eval.paired import paired_rows
+
+        p_head, p_rows = paired_rows(named)
+        pairs = ('<h2>Paired, task by task</h2><div class="sub">the same env, seed and sample in both runs; '
+                 'the p-value is the exact McNemar test on the tasks that changed</div><table id="paired"><thead><tr>'
+                 + "".join(f"<th>{e(c)}</th>" for c in p_head) + "</tr></thead><tbody>"
+                 + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in p_rows)
+                 + "</tbody></table>")
     return _page("agentgym comparison", f"<h1>Comparison</h1><h2>Success rate</h2><table id=\"metrics\">"
-                 f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{pictures}<h2>Runs</h2>{runs}")
+                 f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{pairs}{pictures}<h2>Runs</h2>{runs}")

@@ -176,10 +176,18 @@ def comparison_rows(named: Sequence[tuple[str, dict[str, Any]]]) -> tuple[list[s
     return header, rows
 
 
-def render_comparison_markdown(named: Sequence[tuple[str, dict[str, Any]]]) -> str:
-    header, rows = comparison_rows(named)
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     lines = ["| " + " | ".join(_md_escape(c) for c in header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows]
+    return lines + ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows]
+
+
+def render_comparison_markdown(named: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    from agentgym.eval.paired import paired_rows
+
+    lines = _md_table(*comparison_rows(named))
+    if len(named) > 1:  # the same tasks in each run: which ones changed, and is it more than chance
+        lines += ["", "Paired, episode by episode (same env, seed and sample in both runs; exact McNemar test "
+                      "on the tasks that changed):", "", *_md_table(*paired_rows(named))]
     return "\n".join(lines) + "\n"
 
 

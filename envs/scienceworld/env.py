@@ -23,6 +23,16 @@ from agentgym.errors import ConfigError
 from agentgym.tools import extract_tag
 
 MAX_COMMAND_CHARS = 300
+
+
+def seed_simulator(sim: Simulator, seed: int) -> None:
+    """Seed the JVM's shared `scala.util.Random` before a load, so what a variation draws at random
+    (plant genetics, pollination) is the same in every process."""
+    try:
+        random_module = getattr(getattr(sim._gateway.jvm.scala.util, "Random$"), "MODULE$")
+        random_module.setSeed(int(seed))
+    except Exception:  # another simulator build: its listings are still canonical
+        pass
 _INVALID = ("No known action matches that input.", "Unknown action.")
 _AMBIGUOUS = "Ambiguous request"
 SPLITS = {"train": "train", "dev": "dev", "valid": "dev", "validation": "dev", "val": "dev",
@@ -92,7 +102,8 @@ class ScienceWorldEnv(TextEnv):
 
     def _load(self, variation: int, gold: bool = False) -> None:
         if self._loaded != (variation, gold) and not (gold is False and self._loaded == (variation, True)):
-            self._simulator().server.load(self.task, variation, self.simplifications, gold)
+            seed_simulator(self._simulator(), variation)
+            self._sim.server.load(self.task, variation, self.simplifications, gold)
             self._loaded = (variation, gold)
             self._gold = list(self._sim.server.getGoldActionSequence()) if gold else None
 

@@ -1,8 +1,9 @@
 """One ScienceWorld JVM, owned by one env and closed with it.
 
 The simulator is the Scala jar that the `scienceworld` wheel ships, started through py4j the way the
-package does it, with two JVM options of our own (`JVM_OPTIONS`: a 512 MB heap cap and the serial
-collector halve the resident memory, 530 -> 240 MB, at the same step speed). `die_on_exit=True` makes
+package does it, with JVM options of our own (`JVM_OPTIONS`: a 512 MB heap cap and the serial
+collector halve the resident memory, 530 -> 240 MB, at the same step speed; one identity hash code makes
+a variation load the same way in every JVM). `die_on_exit=True` makes
 the JVM read its stdin and exit when that pipe closes, which happens however the Python process ends
 (SIGKILL included), so no java process outlives its parent; `close()` also waits for the JVM and kills
 it if it lingers. A py4j error on a call means the JVM died or the simulator threw: the env ends that
@@ -16,7 +17,12 @@ from typing import Any
 
 from agentgym.errors import MissingDependencyError, require
 
-JVM_OPTIONS = ("-Xmx512m", "-XX:+UseSerialGC")
+# -XX:hashCode=2: every identity hash code is 1. The simulator lists a room's objects, and names them in
+# its valid actions, by iterating hash sets keyed by identity hashes, which differ from one JVM (or one
+# load) to the next: the same variation then gave different observations and actions ("a wood cup
+# (containing yellow paint)" first in one env, last in another), so a GRPO group was not one task. With one
+# hash code the order is the insertion order, the same everywhere (measured: no change in steps/s).
+JVM_OPTIONS = ("-Xmx512m", "-XX:+UseSerialGC", "-XX:+UnlockExperimentalVMOptions", "-XX:hashCode=2")
 JAVA_HINT = ("ScienceWorld runs its simulator on a Java runtime (Java 8 or newer) and no `java` is on PATH: "
              "install one (Debian/Ubuntu: apt-get install default-jre-headless; macOS: brew install openjdk) "
              "or put its bin/ folder on PATH")
