@@ -1,4 +1,4 @@
-"""`agentgym` command line: list | info | check | play | eval | plot | train | sft | serve.
+"""`agentgym` command line: list | info | check | play | eval | plot | train | sft | serve | doctor.
 
 Each subcommand lives in its own module with `add_parser(subparsers)`; those modules are light at
 import time (heavy imports happen when a command runs), so `agentgym --help` is instant.
@@ -19,6 +19,7 @@ SUBCOMMAND_MODULES = (
     "agentgym.tools.retrieval.cli",  # serve retrieval
     "agentgym.envs.web.cli",      # serve shop
     "agentgym.envs.swe.cli",      # swe make-tasks, swe prepare
+    "agentgym.doctor",            # doctor
 )
 
 

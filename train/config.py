@@ -210,7 +210,7 @@ class AlgorithmSection:
     """HGPO level weight w_k = (k + 1)^alpha (0 = all levels equal)."""
     igpo_coef: float = 0.0
     """IGPO: add coef x info gain (the rise of the policy's log-prob of the env's ground-truth answer over a
-    turn) to each turn's reward, as reward component "info_gain"; 0 = off. Needs an env with info["answer"]."""
+    turn) to each turn's reward, as reward component "info_gain"; 0 = off. Needs an env with info["ground_truth"]."""
     igpo_mode: Literal["logprob", "prob"] = "logprob"
     """IGPO gain of the answer's mean token log-prob ("logprob") or of its probability exp(mean log-prob)."""
     epo_coef: float = 0.0
