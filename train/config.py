@@ -264,6 +264,26 @@ class OptimSection:
 
 
 @dataclass(frozen=True)
+class GuardrailsSection:
+    """Run-health checks on every iteration (train/guardrails.py): "stop" ends the run with the cause and the
+    fix, "warn" prints it, "off" skips the check. Their figures are logged every iteration (logprob_diff,
+    zero_advantage_share) and a guard that fired adds guard/<name> = 1."""
+
+    stale_weights: Literal["stop", "warn", "off"] = "stop"
+    """The rollout engine's log-probs of the sampled tokens against the trainer's, before the update."""
+    max_logprob_gap: float = 0.05
+    """stale_weights fires above this mean |log-prob gap| per action token (nats); fp32 engines stay ~1e-4."""
+    no_signal: Literal["stop", "warn", "off"] = "warn"
+    """Every action token's advantage is zero: the update cannot change the policy."""
+    max_zero_advantage_share: float = 1.0
+    """no_signal fires when at least this share of action tokens has a zero advantage."""
+
+    def __post_init__(self) -> None:
+        _check(self.max_logprob_gap > 0, "train.guardrails.max_logprob_gap must be > 0")
+        _check(0 < self.max_zero_advantage_share <= 1, "train.guardrails.max_zero_advantage_share must be in (0, 1]")
+
+
+@dataclass(frozen=True)
 class TrainSection:
     iterations: int = 100
     ppo_epochs: int = 1
@@ -285,6 +305,8 @@ class TrainSection:
     (DistributedDataParallel, a full replica per rank) or fsdp (FSDP2 fully_shard per decoder layer:
     parameters, gradients and optimizer state sharded over the ranks); the critic follows the policy.
     Under torchrun "none" means ddp. See README "Scaling out"."""
+    guardrails: GuardrailsSection = field(default_factory=GuardrailsSection)
+    """Run-health checks: stale rollout weights, no learning signal."""
 
     def __post_init__(self) -> None:
         _check(self.iterations >= 1, f"train.iterations must be >= 1, got {self.iterations}")

@@ -13,6 +13,7 @@ import copy
 import json
 import random
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -210,8 +211,22 @@ class Trainer:
         metrics.update(_timing(first, t1 - t0, t2 - t1, sum(len(s) for s in samples)))
         metrics.update(_gpu_memory(self.device))
         metrics.update(host_memory())
+        self._check_health(metrics)
         self.iteration += 1
         return metrics
+
+    def _check_health(self, metrics: dict[str, Any]) -> None:
+        """The run-health guardrails (train/guardrails.py): warn, or stop with the cause and the fix."""
+        from agentgym.train.guardrails import GuardrailError, check
+
+        for alarm, action in check(metrics, self.cfg.train.guardrails):
+            metrics[f"guard/{alarm.guard}"] = 1.0
+            if action == "stop":
+                if self.writer is not None:  # the figures that fired it stay on record
+                    self.writer.write(self.iteration, metrics)
+                raise GuardrailError(f"iteration {self.iteration}: {alarm.message} "
+                                     f"(train.guardrails.{alarm.guard}=warn to go on)")
+            print(f"agentgym train: warning: iteration {self.iteration}: {alarm.message}", file=sys.stderr)
 
     def _with_info_gain(self, batch: list[Trajectory], metrics: dict[str, Any]) -> list[Trajectory]:
         from agentgym.train.igpo import info_gains, with_info_gain
@@ -391,6 +406,7 @@ def batch_stats(samples: Sequence[Sample], scored: Scored, targets: Targets, tis
     diff = diff[np.isfinite(diff)]  # a sampler may not report some log-probs (NaN)
     out = {"advantage_mean": float(adv.mean()) if adv.size else 0.0,
            "advantage_std": float(adv.std()) if adv.size else 0.0,
+           "zero_advantage_share": float(np.mean(adv == 0)) if adv.size else 0.0,
            "logprob_diff": float(diff.mean()) if diff.size else 0.0,
            "logprob_diff_max": float(diff.max()) if diff.size else 0.0, "samples": float(len(samples))}
     if targets.is_weights is not None and adv.size:
