@@ -64,6 +64,27 @@ class Policy(Protocol):
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]: ...
 
 
+@runtime_checkable
+class TrainablePolicy(Policy, Protocol):
+    """A policy the trainer trains: what `train/` may call on its rollout policy, and nothing else.
+
+    `model` is the module it generates with: the trained module itself (the `hf` policy, nothing to
+    send), or None for an engine holding its own copy (vLLM), which is handed the weights after every
+    update (`update_weights`) or, with LoRA where `takes_adapters`, the saved adapter (`update_adapter`).
+    `sleep` frees memory while the trainer runs (a no-op where there is nothing to free); `close` ends it."""
+
+    model: Any
+    takes_adapters: bool
+
+    def update_weights(self, state_dict: Any) -> None: ...
+
+    def update_adapter(self, path: str) -> None: ...
+
+    def sleep(self, level: int = 1) -> None: ...
+
+    def close(self) -> None: ...
+
+
 POLICY_LOADER = "agentgym.policies.registry:load_policy"  # by name, like env entry points: no import of the wing
 
 

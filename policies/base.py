@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Sequence
 
-from agentgym.policy import EnvContext, Generation, GenerationRequest, Policy, SamplingParams
+from agentgym.errors import PolicyError
+from agentgym.policy import EnvContext, Generation, GenerationRequest, Policy, SamplingParams, TrainablePolicy
 
-__all__ = ["BasePolicy", "EnvContext", "Generation", "GenerationRequest", "Policy", "SamplingParams"]
+__all__ = ["BasePolicy", "EnvContext", "Generation", "GenerationRequest", "Policy", "SamplingParams",
+           "TrainablePolicy"]
 
 
 class BasePolicy:
@@ -15,6 +17,10 @@ class BasePolicy:
 
     #: True for policies that read `prompt_ids` (and so need a tokenizer and chat template)
     uses_tokens: bool = True
+    #: the module it generates with (the trained one for `hf`); None for engines with their own copy
+    model: Any = None
+    #: whether `update_adapter` works (vLLM's LoRARequest); otherwise LoRA runs send merged weights
+    takes_adapters: bool = False
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         raise NotImplementedError
@@ -24,6 +30,12 @@ class BasePolicy:
 
     def update_weights(self, state_dict: Any) -> None:
         """Load new weights after a training step (model backends override this)."""
+
+    def update_adapter(self, path: str) -> None:
+        raise PolicyError(f"{type(self).__name__} takes no LoRA adapter: send merged weights with update_weights")
+
+    def sleep(self, level: int = 1) -> None:
+        """Free memory while the trainer runs (engines with a sleep mode override this)."""
 
     def close(self) -> None:
         pass

@@ -198,6 +198,8 @@ class VLLMPolicy(BasePolicy):
     """Generation with an in-process `vllm.LLM`; weights pushed by the trainer; `sleep()`/`wake_up()` share a
     GPU with training where sleep mode exists."""
 
+    takes_adapters = True
+
     def __init__(self, model: str, *, llm: Any = None, tokenizer: Any = None, dtype: str = "auto",
                  gpu_memory_utilization: float = 0.5, enable_prefix_caching: bool = True,
                  enable_sleep_mode: bool | None = None, logprobs_mode: str | None = "processed_logprobs",

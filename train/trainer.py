@@ -28,6 +28,7 @@ from agentgym.rollout import RolloutConfig, next_prompt_ids, rollout
 from agentgym.train import checkpoint as ck
 from agentgym.train import distributed as D
 from agentgym.train.advantages import last_rows
+from agentgym.policy import TrainablePolicy
 from agentgym.train.choice import choice_step
 from agentgym.train.updaters import updater_for
 from agentgym.train.config import TrainConfig
@@ -101,6 +102,10 @@ class Trainer:
         self.dist, self.c = D.setup(mode, build_components(config, self.run_dir), config)
         c = self.c
         self.model, self.tokenizer, self.policy, self.chat = c.model, c.tokenizer, c.policy, c.chat
+        if not isinstance(self.policy, TrainablePolicy):
+            raise ConfigError(f"{type(self.policy).__name__} cannot be trained: a rollout policy must implement "
+                              "agentgym.policy.TrainablePolicy (model, takes_adapters, update_weights, "
+                              "update_adapter, sleep, close); subclass agentgym.policies.base.BasePolicy")
         self.critic, self.ref, self.optimizer, self.scheduler = c.critic, c.ref, c.optimizer, c.scheduler
         self.device, self.env_id, self.tools, self.pad_id = c.device, c.env_id, c.tools, c.pad_id
         self.iteration = 0
@@ -250,12 +255,12 @@ class Trainer:
         return final
 
     def _separate_policy(self) -> bool:
-        return getattr(self.policy, "model", None) is not self.model
+        return self.policy.model is not self.model
 
     def _sleep_rollout_engine(self) -> None:
         """Free the rollout engine's KV cache (vLLM sleep mode) while the trainer needs the GPU."""
         level = self.cfg.rollout.sleep_level
-        if level and self._separate_policy() and callable(getattr(self.policy, "sleep", None)):
+        if level and self._separate_policy():
             self.policy.sleep(level=level)
 
     def _push_weights(self) -> None:
@@ -265,11 +270,11 @@ class Trainer:
         model = self.model
         if D.is_fsdp(self.dist):
             model = D.sync_full_copy(self.dist, self.model)
-            if model is None or getattr(self.policy, "model", None) is model:
+            if model is None or self.policy.model is model:
                 return
         elif not self._separate_policy():
             return
-        if hasattr(model, "peft_config") and callable(getattr(self.policy, "update_adapter", None)):
+        if hasattr(model, "peft_config") and self.policy.takes_adapters:
             target = self.run_dir / "rollout-adapter" / f"iteration-{self.iteration}"
             model.save_pretrained(target)
             self.policy.update_adapter(str(target))
@@ -355,9 +360,8 @@ class Trainer:
         if self.writer is not None:
             self.writer.close()
         D.shutdown(getattr(self, "dist", None))
-        close = getattr(self.policy, "close", None)
-        if callable(close) and self._separate_policy():
-            close()
+        if self._separate_policy():
+            self.policy.close()
 
 
 def _truncate_metrics(path: Path, iteration: int) -> None:

@@ -17,7 +17,7 @@ from agentgym.train.samples import build_samples  # noqa: E402
 from agentgym.train.sft_data import (Episode, encode_episode, episode_of, expert_trajectories,  # noqa: E402
                                      trajectory_file_episodes, transcript_episodes)
 
-TOY = ["rollout.max_new_tokens=3", "sft.episodes=16", "sft.epochs=8", "sft.lr=0.01", "sft.batch_size=8",
+TOY = ["rollout.max_new_tokens=3", "sft.episodes=16", "sft.epochs=8", "sft.lr=0.003", "sft.batch_size=8",
        "eval.seeds=16", "train.micro_batch_size=64", "logging.progress=false"]
 
 
@@ -158,7 +158,7 @@ def test_trajectories_and_transcripts_sources(tmp_path, tiny_tokenizer):
     assert chat.decode(samples[0].ids[samples[0].mask].tolist()).split() == ["right", "<|im_end|>", "open", "door",
                                                                             "<|im_end|>"]
     # the same through a config and a short training run
-    run = SFTRun(toy_config(tmp_path / "t", "sft.source=transcripts", f"sft.path={path}", "sft.epochs=1",
+    run = SFTRun(toy_config(tmp_path / "t", "sft.source=transcripts", f"sft.path={path}", "sft.epochs=8",
                             "sft.evaluate=false"))
     assert (run.run() / "model").is_dir()
 

@@ -191,6 +191,8 @@ def test_lora_pushes_the_adapter_to_a_policy_that_takes_one(tmp_path: Path, monk
     pushed: list[str] = []
 
     class AdapterEngine(HFPolicy):
+        takes_adapters = True
+
         def update_adapter(self, path):
             pushed.append(path)
 
