@@ -158,7 +158,7 @@ def test_trajectories_and_transcripts_sources(tmp_path, tiny_tokenizer):
     assert chat.decode(samples[0].ids[samples[0].mask].tolist()).split() == ["right", "<|im_end|>", "open", "door",
                                                                             "<|im_end|>"]
     # the same through a config and a short training run
-    run = SFTRun(toy_config(tmp_path / "t", "sft.source=transcripts", f"sft.path={path}", "sft.epochs=8",
+    run = SFTRun(toy_config(tmp_path / "t", "sft.source=transcripts", f"sft.path={path}", "sft.epochs=1",
                             "sft.evaluate=false"))
     assert (run.run() / "model").is_dir()
 
