@@ -83,3 +83,29 @@ def test_options_list_every_leaf_with_its_default_and_doc():
                          timeout=120)
     assert out.returncode == 0 and "model.vllm.cpu_threads" in out.stdout and "choice_ppo" in out.stdout
     assert all(name in out.stdout for name in ("gigpo", "turn_gae", "bi_level_gae"))
+
+
+def test_model_specs_split_into_backend_kind_and_name():
+    from agentgym.train.setup import split_model_spec
+
+    assert split_model_spec("hf:smollm2-135m-instruct") == ("hf", "hf", "smollm2-135m-instruct")
+    assert split_model_spec("vllm:tiny:keydoor") == ("vllm", "tiny", "keydoor")
+    assert split_model_spec("vllm:checkpoint:runs/x") == ("vllm", "checkpoint", "runs/x")
+    assert split_model_spec("vllm:Qwen/Qwen2.5-1.5B-Instruct") == ("vllm", "hf", "Qwen/Qwen2.5-1.5B-Instruct")
+    with pytest.raises(ConfigError, match="use hf:MODEL"):
+        split_model_spec("gguf:model")
+
+
+def test_the_vllm_policy_gets_the_engine_settings_of_the_config(tmp_path, monkeypatch):
+    from agentgym.policies import models, vllm
+    from agentgym.train import setup
+
+    seen = {}
+    monkeypatch.setattr(vllm, "VLLMPolicy", lambda path, **kw: seen.update(path=path, **kw) or "engine")
+    monkeypatch.setattr(models, "served_model_dir", lambda name: f"/dense/{name}")
+    cfg = load_config("household_cpu_vllm", [f"train.run_dir={tmp_path}", "model.vllm.kv_cache_gib=0.5"])
+    assert setup.make_policy(cfg, model=None, tokenizer="tok") == "engine"
+    assert seen["path"] == "/dense/smollm2-135m-instruct" and seen["tokenizer"] == "tok"
+    assert seen["kv_cache_gib"] == 0.5 and seen["cpu_threads"] == 2 and seen["logprobs_mode"] == "processed_logprobs"
+    assert seen["max_model_len"] == cfg.rollout.max_context_tokens + cfg.rollout.max_new_tokens
+    assert "skip_tokenizer_init" not in seen and "enable_lora" not in seen
