@@ -277,6 +277,8 @@ class GuardrailsSection:
     """Every action token's advantage is zero: the update cannot change the policy."""
     max_zero_advantage_share: float = 1.0
     """no_signal fires when at least this share of action tokens has a zero advantage."""
+    not_one_task: Literal["stop", "warn", "off"] = "warn"
+    """A group whose rollouts start from different first prompts (dropped before training either way)."""
 
     def __post_init__(self) -> None:
         _check(self.max_logprob_gap > 0, "train.guardrails.max_logprob_gap must be > 0")

@@ -11,11 +11,14 @@ None; the trainer logs every guard's figure as `guard/<name>` and, per `train.gu
                  above it, the engine is not running the trained weights (no push, an adapter not applied).
   no_signal      the share of action tokens with a zero advantage: 1.0 means every group's rewards were
                  equal and the update changes nothing.
+  not_one_task   GRPO and GiGPO compare a group's G rollouts as plays of one task, so their first prompts
+                 must be identical; `drop_mixed_groups` drops a group whose members start differently (an env
+                 whose reset ignores the seed) before any estimator sees it, and the guard reports how many.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from agentgym.errors import AgentGymError
 
@@ -52,9 +55,31 @@ def no_signal(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
         "(rollout.group_size), or turn on algorithm.dynamic_sampling"))
 
 
+def not_one_task(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
+    dropped = float(metrics.get("groups_not_one_task", 0.0))
+    if dropped <= 0:
+        return None
+    return Alarm("not_one_task", dropped, (
+        f"{dropped:.0f} group(s) were dropped because their rollouts did not start from the same first prompt: "
+        "the env's reset does not fix the task by its seed, so the group's rewards are not comparable. Make "
+        "reset(seed=...) deterministic (agentgym check ENV_ID tests it)"))
+
+
+def drop_mixed_groups(trajectories: Sequence[Any]) -> tuple[list[Any], int]:
+    """The trajectories of groups whose members all start from the same first prompt (token ids), and how
+    many groups were dropped. A group of one is kept (nothing to compare)."""
+    firsts: dict[int, set[tuple[int, ...]]] = {}
+    for t in trajectories:
+        first = tuple(t.turns[0].prompt_ids) if t.turns else ()
+        firsts.setdefault(t.group_id, set()).add(first)
+    mixed = {g for g, starts in firsts.items() if len(starts) > 1}
+    return [t for t in trajectories if t.group_id not in mixed], len(mixed)
+
+
 GUARDS: dict[str, Callable[[dict[str, Any], Any], Optional[Alarm]]] = {
     "stale_weights": stale_weights,
     "no_signal": no_signal,
+    "not_one_task": not_one_task,
 }
 
 

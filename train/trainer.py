@@ -30,6 +30,7 @@ from agentgym.train import distributed as D
 from agentgym.train.advantages import last_rows
 from agentgym.policy import TrainablePolicy
 from agentgym.train.choice import choice_step
+from agentgym.train.guardrails import drop_mixed_groups
 from agentgym.train.updaters import updater_for
 from agentgym.train.config import TrainConfig
 from agentgym.train.metrics import MetricsWriter, rollout_metrics, write_rollouts
@@ -139,7 +140,7 @@ class Trainer:
         config = self._rollout_config(turn_cap(self.cfg, iteration), r.temperature, self.cfg.train.seed)
         kept: list[list[Trajectory]] = []
         first: list[Trajectory] = []
-        stats = {"failed_dropped": 0.0, "groups_dropped_after_failures": 0.0}
+        stats = {"failed_dropped": 0.0, "groups_dropped_after_failures": 0.0, "groups_not_one_task": 0.0}
         dropped, rounds = 0, 0
         while True:
             need = r.groups - len(kept)
@@ -150,7 +151,9 @@ class Trainer:
                 trajs = apply_group_rewards(trajs, self.group_rewards)
             first = first or trajs
             trajs, failed = drop_failed(trajs, min(2, r.group_size))
-            stats = {k: stats[k] + failed[k] for k in stats}
+            trajs, mixed = drop_mixed_groups(trajs)  # a group must be G plays of one task
+            stats = {k: stats[k] + failed.get(k, 0.0) for k in stats}
+            stats["groups_not_one_task"] += mixed
             if not a.dynamic_sampling:
                 return trajs, first, stats
             varied, n_dropped = keep_varied_groups(trajs)
