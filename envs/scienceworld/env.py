@@ -102,8 +102,9 @@ class ScienceWorldEnv(TextEnv):
 
     def _load(self, variation: int, gold: bool = False) -> None:
         if self._loaded != (variation, gold) and not (gold is False and self._loaded == (variation, True)):
-            seed_simulator(self._simulator(), variation)
-            self._sim.server.load(self.task, variation, self.simplifications, gold)
+            sim = self._simulator()
+            seed_simulator(sim, variation)
+            sim.server.load(self.task, variation, self.simplifications, gold)
             self._loaded = (variation, gold)
             self._gold = list(self._sim.server.getGoldActionSequence()) if gold else None
 

@@ -156,7 +156,8 @@ def test_groups_never_cross_tasks(t, mode, stats):
 def test_row_order_does_not_matter(t):
     perm = np.random.default_rng(0).permutation(len(t))
     shuffled = TurnTable(t.group[perm], t.traj[perm], t.turn[perm], t.anchor[perm], t.reward[perm], t.valid[perm])
-    np.testing.assert_allclose(adv.gigpo(shuffled), adv.gigpo(t)[perm], atol=1e-12)
+    # a step group of equal returns normalises rounding noise (~1e-16, summation order) by std + eps = 1e-6
+    np.testing.assert_allclose(adv.gigpo(shuffled), adv.gigpo(t)[perm], atol=1e-8)
     np.testing.assert_allclose(adv.reinforce_pp(shuffled), adv.reinforce_pp(t)[perm], atol=1e-12)
     values = np.linspace(0, 1, len(t))
     np.testing.assert_allclose(adv.turn_gae(shuffled, values[perm], 0.9, 0.8)[0],
