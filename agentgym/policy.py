@@ -49,12 +49,37 @@ class GenerationRequest:
 
 
 @dataclass(frozen=True)
+class Choice:
+    """What a policy that picks one of the env's actions chose among: every candidate's token ids (encoded as a
+    response would be, end-of-turn token included), the one it sent (`pick`) and, for an expert's
+    demonstration, the one it teaches (`label`; an expert that explores may send another). It travels on the
+    Generation and the Turn, so the choice update reads it from the trajectory itself."""
+
+    candidates: tuple[tuple[int, ...], ...]
+    pick: int
+    label: int | None = None       # None: the pick is the label
+
+    @property
+    def target(self) -> int:
+        return self.pick if self.label is None else self.label
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"candidates": [list(c) for c in self.candidates], "pick": self.pick, "label": self.label}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Choice":
+        return cls(tuple(tuple(int(i) for i in c) for c in d["candidates"]), int(d["pick"]),
+                   None if d.get("label") is None else int(d["label"]))
+
+
+@dataclass(frozen=True)
 class Generation:
     token_ids: tuple[int, ...]
     text: str
     logprobs: tuple[float, ...]
     finish_reason: str  # "stop" | "length" | "error"
     error: str | None = None
+    choice: Choice | None = field(default=None, kw_only=True)  # set by policies that choose among given actions
 
 
 @runtime_checkable

@@ -17,6 +17,8 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
+from agentgym.policy import Choice
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -41,6 +43,7 @@ class Turn:
     env_s: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)  # JSON-safe extras (admissible actions count, ...)
     history: tuple[str, ...] = ()         # history[k-1]: hash of the last k turns' context (HGPO's groups)
+    choice: Choice | None = None          # the actions it chose among, when its policy chose (admissible mode)
 
     def to_dict(self) -> dict[str, Any]:
         """Ready for `json.dumps`; shallow (unlike `asdict`, no deep copy of the token tuples), so read it, don't
@@ -48,6 +51,7 @@ class Turn:
         d = {name: getattr(self, name) for name in _TURN_FIELDS}
         anchor = self.anchor
         d["anchor"] = anchor if anchor is None or isinstance(anchor, (str, int, float, bool)) else repr(anchor)
+        d["choice"] = None if self.choice is None else self.choice.to_dict()
         return d
 
     @classmethod
@@ -55,6 +59,8 @@ class Turn:
         d = dict(d)
         for key in ("prompt_ids", "response_ids", "logprobs", "history"):
             d[key] = tuple(d.get(key, ()))
+        if d.get("choice") is not None:
+            d["choice"] = Choice.from_dict(d["choice"])
         return cls(**d)
 
 

@@ -6,7 +6,8 @@ log-likelihood and sample from the renormalised distribution (valid by construct
 Each candidate is tokenized as a response would be (the chat format's encoding of the text followed by
 its end-of-turn token), so the chosen candidate's ids are exactly what the model would have had to
 generate: `Generation.token_ids` / `logprobs` hold them and their per-token log-probabilities, and the
-rollout keeps token-in-token-out. Scoring costs one forward pass over the prompt tokens not already cached
+rollout keeps token-in-token-out. `Generation.choice` holds every candidate's ids and the pick; the rollout
+puts it on the Turn, where the exact choice update (train/updaters/choice_ppo.py) reads it. Scoring costs one forward pass over the prompt tokens not already cached
 (the policy's prefix store holds earlier turns of the episode) and all candidates side by side, usually
 less than decoding a free-form answer token by token.
 Requests without admissible actions fall back to free generation (`HFPolicy`).
@@ -21,6 +22,7 @@ from typing import Any, Sequence
 
 from agentgym.errors import require
 from agentgym.policies.base import BasePolicy, Generation, GenerationRequest
+from agentgym.policy import Choice
 
 
 def renormalised(scores: Sequence[float], temperature: float) -> list[float]:
@@ -46,7 +48,7 @@ class AdmissiblePolicy(BasePolicy):
     """Chooses one admissible action per turn by likelihood (see the module docstring)."""
 
     def __init__(self, model: Any, tokenizer: Any, chat: Any = None, max_candidates: int = 256,
-                 record_choices: bool = False, prefix_cache_mb: float = 2048):
+                 prefix_cache_mb: float = 2048):
         from agentgym.policies.hf import HFPolicy
 
         # every episode in flight keeps its prompt KV here (~46 KB a token for SmolLM2-135M in fp32): 16
@@ -57,15 +59,6 @@ class AdmissiblePolicy(BasePolicy):
         self.max_context = self.free.max_context
         self.max_candidates = max_candidates
         self._chat = chat
-        # for exact training (train/updaters/choice_ppo.py): prompt ids -> (candidate ids, chosen index)
-        self.record_choices = record_choices
-        self._choices: dict[tuple[int, ...], tuple[list[list[int]], int]] = {}
-
-    def pop_choices(self) -> dict[tuple[int, ...], tuple[list[list[int]], int]]:
-        """The choices recorded since the last call (and forget them)."""
-        with self.free._lock:
-            choices, self._choices = self._choices, {}
-        return choices
 
     @classmethod
     def from_policy(cls, policy: Any) -> "AdmissiblePolicy":
@@ -114,9 +107,8 @@ class AdmissiblePolicy(BasePolicy):
             pick = int(torch.multinomial(torch.tensor(probs), 1, generator=generator)[0])
         else:
             pick = probs.index(1.0)
-        if self.record_choices:
-            self._choices[tuple(request.prompt_ids)] = (cands, pick)
-        return Generation(tuple(cands[pick]), actions[pick], tuple(token_lps[pick]), "stop")
+        return Generation(tuple(cands[pick]), actions[pick], tuple(token_lps[pick]), "stop",
+                          choice=Choice(tuple(map(tuple, cands)), pick))
 
     def candidate_scores(self, prompt: list[int], cands: list[list[int]]) -> list[list[float]]:
         """Per-token log-probabilities of each candidate continuing `prompt`: one forward pass over the

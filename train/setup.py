@@ -127,7 +127,7 @@ def make_policy(config: TrainConfig, model: Any, tokenizer: Any, run_dir: Path |
     if config.rollout.action_mode == "admissible":
         from agentgym.policies.admissible import AdmissiblePolicy
 
-        return AdmissiblePolicy(model, tokenizer, record_choices=True)
+        return AdmissiblePolicy(model, tokenizer)
     from agentgym.policies.hf import HFPolicy
 
     return HFPolicy(model, tokenizer)

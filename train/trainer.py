@@ -195,7 +195,7 @@ class Trainer:
             metrics.update(self.verify_tokens(batch))
         samples = build_samples(batch, cfg.rollout.layout)
         if samples and updater_for(cfg).name == "choice_ppo":  # admissible-action mode: exact ratio
-            metrics.update(choice_step(self, batch))
+            metrics.update(choice_step(self.c, cfg, batch, it))
         elif samples:
             self._sleep_rollout_engine()
             if cfg.algorithm.igpo_coef:  # IGPO: information-gain turn rewards before any estimator reads them

@@ -29,9 +29,10 @@ CONFIG_FILE = "eval_config.json"
 
 def compact(traj: Trajectory) -> Trajectory:
     """Drop per-turn prompt ids (in the trajectory layout they repeat the whole conversation every turn,
-    so they grow quadratically); keep their count in `info["prompt_tokens"]` for the token metrics."""
-    turns = tuple(replace(t, prompt_ids=(), info={**t.info, "prompt_tokens": len(t.prompt_ids)})
-                  if t.prompt_ids else t for t in traj.turns)
+    so they grow quadratically) and the candidates' token ids of a choice (training data); keep the prompt's
+    length in `info["prompt_tokens"]` for the token metrics."""
+    turns = tuple(replace(t, prompt_ids=(), choice=None, info={**t.info, "prompt_tokens": len(t.prompt_ids)})
+                  if t.prompt_ids else replace(t, choice=None) if t.choice is not None else t for t in traj.turns)
     return replace(traj, turns=turns)
 
 

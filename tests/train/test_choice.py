@@ -54,26 +54,45 @@ def test_one_pass_choice_logprobs_equal_brute_force_values_and_gradients(tiny):
     assert g_cached.abs().sum() > 0
 
 
-def test_choice_sequences_pair_turns_with_recorded_candidates(tiny):
+def test_choice_sequences_read_the_choice_each_turn_carries(tiny):
+    import json
+
     from agentgym.policies.base import SamplingParams
     from agentgym.rollout import RolloutConfig, rollout
     from agentgym.train.tiny import ONE_WORD_ENV
+    from agentgym.trajectory import Trajectory
 
     model, tok = tiny
-    policy = AdmissiblePolicy(model, tok, record_choices=True)
+    policy = AdmissiblePolicy(model, tok)
     config = RolloutConfig(max_turns=3, layout="trajectory", sampling=SamplingParams(temperature=1.0, max_tokens=3))
     trajs = rollout(ONE_WORD_ENV, policy, None, [0, 1], 2, config, env_kwargs={"length": 2})
-    seqs = choice_sequences(trajs, policy.pop_choices(), "trajectory")
-    assert len(seqs) == 4 and policy.pop_choices() == {}
+    assert all(k.choice is not None and k.choice.candidates[k.choice.pick] == k.response_ids
+               for t in trajs for k in t.turns)
+    # the choice survives a JSON round trip (run logs, resume)
+    back = [Trajectory.from_dict(json.loads(json.dumps(t.to_dict()))) for t in trajs]
+    assert [k.choice for t in back for k in t.turns] == [k.choice for t in trajs for k in t.turns]
+    seqs = choice_sequences(back, "trajectory")
+    assert len(seqs) == 4
     rows = [t.row for s in seqs for t in s.turns]
     assert rows == list(range(sum(len(t.turns) for t in trajs)))
     for s, traj in zip(seqs, trajs):
         for ct, turn in zip(s.turns, traj.turns):
             assert ct.candidates[ct.chosen] == turn.response_ids
             assert s.ids[:ct.prompt_len] == turn.prompt_ids
-    step = choice_sequences(trajs, {tuple(k.prompt_ids): ([list(k.response_ids)], 0) for t in trajs for k in t.turns},
-                            "step")
+    step = choice_sequences(trajs, "step")
     assert len(step) == len(rows) and all(len(s.turns) == 1 for s in step)
+
+
+def test_a_label_differs_from_the_pick_only_when_asked_for():
+    from dataclasses import replace
+
+    from agentgym.policy import Choice
+    from agentgym.trajectory import Trajectory, Turn
+
+    turn = Turn(0, "obs", "b", (1, 2), (7, 9), (0.0, 0.0), 0.0, choice=Choice(((5, 9), (7, 9)), pick=1, label=0))
+    traj = Trajectory("env", 0, 0, 0, (turn, replace(turn, index=1, choice=None)), False, "truncated")
+    assert [t.chosen for s in choice_sequences([traj], "step") for t in s.turns] == [1]
+    assert [t.chosen for s in choice_sequences([traj], "step", use_labels=True) for t in s.turns] == [0]
 
 
 def test_trainer_updates_through_the_choice_distribution(tmp_path):

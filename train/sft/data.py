@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -23,8 +23,10 @@ import numpy as np
 
 from agentgym.errors import ConfigError
 from agentgym.policies.base import Generation, GenerationRequest
+from agentgym.policy import Choice
 from agentgym.policies.scripted import ScriptedPolicy
-from agentgym.train.samples import Sample, build_samples
+from agentgym.train.batch import Sample
+from agentgym.train.samples import build_samples
 from agentgym.rollout import window_message
 from agentgym.trajectory import Trajectory
 
@@ -56,13 +58,12 @@ class ExpertPolicy(ScriptedPolicy):
     """Answers with the expert's text, tokenized by `chat` and closed with its end-of-turn token, as a
     model's generation ends (so the cloned model learns to stop)."""
 
-    def __init__(self, chat: Any, which: str = "fair", record_choices: bool = False, noise: float = 0.0,
+    def __init__(self, chat: Any, which: str = "fair", choices: bool = False, noise: float = 0.0,
                  seed: int = 0):
         super().__init__(lambda ctx: expert_command(ctx.env, which), chat)
-        # sft.objective=choice: prompt ids -> (every admissible action's ids, the expert's index), the record
-        # an AdmissiblePolicy keeps, so train/updaters/choice_ppo.py can pair each turn with what it chose among
-        self.record_choices = record_choices
-        self.choices: dict[tuple[int, ...], tuple[list[list[int]], int]] = {}
+        # sft.objective=choice: each generation carries a Choice (every admissible action's ids, the expert's
+        # index as the label), as an AdmissiblePolicy's do, so the turn says what it chose among
+        self.choices = choices
         # sft.expert_noise: play a random admissible action this often but keep the expert's as the label,
         # so the clone also sees (and learns to leave) the states its own mistakes lead to
         self.noise = float(noise)
@@ -74,18 +75,18 @@ class ExpertPolicy(ScriptedPolicy):
         if gen.finish_reason != "stop" or end is None:
             return gen
         gen = Generation((*gen.token_ids, end), gen.text, (*gen.logprobs, 0.0), "stop")
-        if not self.record_choices:
+        if not self.choices:
             return gen
         actions = [str(a) for a in (request.context.info or {}).get("admissible_actions") or ()]
-        cands = [self.chat.encode(a) + [end] for a in actions]
-        if list(gen.token_ids) not in cands:  # an expert move outside the list teaches no choice
+        cands = tuple(tuple(self.chat.encode(a) + [end]) for a in actions)
+        if tuple(gen.token_ids) not in cands:  # an expert move outside the list teaches no choice
             return gen
-        label = cands.index(list(gen.token_ids))
-        self.choices[tuple(request.prompt_ids)] = (cands, label)
+        label = cands.index(tuple(gen.token_ids))
         if len(cands) > 1 and self._rng.random() < self.noise:
             other = self._rng.choice([i for i in range(len(cands)) if i != label])
-            return Generation(tuple(cands[other]), actions[other], (0.0,) * len(cands[other]), "stop")
-        return gen
+            return Generation(cands[other], actions[other], (0.0,) * len(cands[other]), "stop",
+                              choice=Choice(cands, other, label))
+        return replace(gen, choice=Choice(cands, label))
 
 
 def rollout_config(config: Any, max_turns: int | None, chat: Any) -> Any:
@@ -122,17 +123,17 @@ def expert_samples(config: Any, chat: Any) -> tuple[list[Sample], dict[str, floa
 
 
 def expert_choice_sequences(config: Any, chat: Any) -> tuple[list[Any], dict[str, float]]:
-    """sft.objective=choice: the demonstrations as `train.choice.ChoiceSequence`s, each turn paired with the
-    admissible actions the expert chose among and its label (the records RL's choice update uses)."""
+    """sft.objective=choice: the demonstrations as `ChoiceSequence`s, each turn with the admissible actions the
+    expert chose among and its label (the turn's Choice, which RL's choice update reads as well)."""
     from agentgym.train.updaters.choice_ppo import choice_sequences
 
     s = config.sft
-    expert = ExpertPolicy(chat, s.expert, record_choices=True, noise=s.expert_noise, seed=s.seed_start)
+    expert = ExpertPolicy(chat, s.expert, choices=True, noise=s.expert_noise, seed=s.seed_start)
     trajs = expert_trajectories(config, chat, expert)
     good = successful(trajs)
     # the expert's label is right in every state it saw, so failed (e.g. noisy) episodes teach too
     kept = [t for t in trajs if t.turns and all(k.finish_reason != "length" for k in t.turns)]
-    seqs = choice_sequences(kept, expert.choices, config.rollout.layout, label_from_record=True)
+    seqs = choice_sequences(kept, config.rollout.layout, use_labels=True)
     turns = sum(len(s.turns) for s in seqs)
     stats = {"demo_episodes": float(len(trajs)), "demo_success": len(good) / max(len(trajs), 1),
              "demo_turns": float(np.mean([t.num_turns for t in good])) if good else 0.0,

@@ -38,26 +38,16 @@ class ChoiceSequence:
     turns: tuple[ChoiceTurn, ...]
 
 
-def choice_sequences(trajectories: Sequence[Trajectory], choices: dict[tuple[int, ...], Any], layout: str,
-                     label_from_record: bool = False) -> list[ChoiceSequence]:
-    """Pair each turn with the candidates the policy chose among (looked up by its prompt ids);
-    turns without a record (free generation, no admissible list) are skipped. The chosen index is the
-    candidate the turn sent, or with `label_from_record` the record's own (an expert's label, which a
-    noisy demonstration may not have played)."""
+def choice_sequences(trajectories: Sequence[Trajectory], layout: str, use_labels: bool = False
+                     ) -> list[ChoiceSequence]:
+    """Each turn that chose among given actions (its `Turn.choice`), with the candidates and the index the
+    loss takes: the candidate the turn sent, or with `use_labels` the choice's label (an expert's, which a
+    noisy demonstration may not have played). Turns without a choice (free generation) are skipped."""
     out, row = [], 0
     for traj in trajectories:
-        turns = []
-        for turn in traj.turns:
-            record = choices.get(tuple(turn.prompt_ids))
-            if record is not None:
-                cands, pick = record
-                # the G samples of a task share their first prompts, so one record can serve several turns:
-                # the candidate this turn actually sent is its own pick
-                response = list(turn.response_ids)
-                if not label_from_record:
-                    pick = next((i for i, c in enumerate(cands) if list(c) == response), pick)
-                turns.append((turn, ChoiceTurn(row + turn.index, len(turn.prompt_ids), tuple(map(tuple, cands)),
-                                               pick)))
+        turns = [(turn, ChoiceTurn(row + turn.index, len(turn.prompt_ids), turn.choice.candidates,
+                                   turn.choice.target if use_labels else turn.choice.pick))
+                 for turn in traj.turns if turn.choice is not None]
         row += len(traj.turns)
         if turns and layout == "trajectory":  # one pass over the last prompt covers every turn's prompt
             out.append(ChoiceSequence(tuple(traj.turns[-1].prompt_ids), tuple(c for _, c in turns)))
@@ -151,15 +141,14 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
     return stats
 
 
-def choice_step(trainer: Any, batch: Sequence[Trajectory]) -> dict[str, float]:
-    """The trainer's update when its policy records admissible-action choices (called from Trainer.step)."""
-    cfg = trainer.cfg
-    choices = trainer.policy.pop_choices()
-    seqs = choice_sequences(batch, choices, cfg.rollout.layout)
+def choice_step(c: Components, config: TrainConfig, batch: Sequence[Trajectory], iteration: int
+                ) -> dict[str, float]:
+    """One iteration's choice update of the turns in `batch` that chose among admissible actions."""
+    seqs = choice_sequences(batch, config.rollout.layout)
     if not seqs:
         return {"choice_turns": 0.0}
-    advantages = turn_advantages(cfg.algorithm, TurnTable.from_trajectories(batch), batch)
-    stats = choice_update(trainer.c, seqs, advantages, cfg, shuffle_seed=cfg.train.seed * 1_000_003 + trainer.iteration)
+    advantages = turn_advantages(config.algorithm, TurnTable.from_trajectories(batch), batch)
+    stats = choice_update(c, seqs, advantages, config, shuffle_seed=config.train.seed * 1_000_003 + iteration)
     rows = [t.row for s in seqs for t in s.turns]
     return {**stats.as_metrics(), "advantage_mean": float(np.mean(advantages[rows])),
             "advantage_std": float(np.std(advantages[rows]))}
