@@ -155,7 +155,7 @@ def make_vllm_policy(config: TrainConfig, tokenizer: Any, run_dir: Path) -> Any:
 
 def make_reference(config: TrainConfig, model: Any) -> Any:
     """A context-manager factory yielding the frozen reference model (KL penalty), or None."""
-    if config.algorithm.kl_coef <= 0:
+    if config.algorithm.regularisers.kl_coef <= 0:
         return None
     if hasattr(model, "disable_adapter"):  # LoRA: the base model with adapters switched off
         @contextlib.contextmanager
