@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 from agentgym.errors import ConfigError
+from agentgym.policies.registry import split_model_spec
 from agentgym.policy import SamplingParams
 from agentgym.rollout import RolloutConfig
 from agentgym.train.estimators import get_estimator
@@ -89,6 +90,7 @@ class ModelSection:
     """Engine settings for model.policy=vllm:..."""
 
     def __post_init__(self) -> None:
+        split_model_spec(self.policy)  # the policy grammar's trainable subset; a bad spec fails here, with the forms
         if self.train_layers < 0:
             raise ConfigError(f"model.train_layers must be >= 0, got {self.train_layers}")
         if self.train_layers and self.lora.enabled:

@@ -18,6 +18,7 @@ from typing import Any
 
 from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError, require
+from agentgym.policies.registry import split_model_spec
 from agentgym.train.config import TrainConfig
 
 
@@ -39,35 +40,16 @@ class Components:
     pad_id: int
 
 
-def _checkpoint_model_dir(path: str) -> str:
-    p = Path(path)
-    if (p / "latest").exists():
-        p = p / (p / "latest").read_text().strip()
-    return str(p / "model") if (p / "model").is_dir() else str(p)
-
-
-def split_model_spec(spec: str) -> tuple[str, str, str]:
-    """`model.policy` -> (rollout backend "hf" | "vllm", kind of the trained model, its name)."""
-    backend = "hf"
-    if spec.startswith("vllm:"):
-        backend, spec = "vllm", spec[len("vllm:"):]
-        if spec.split(":", 1)[0] not in ("hf", "checkpoint", "tiny"):
-            spec = f"hf:{spec}"  # vllm:NAME, the older spelling of vllm:hf:NAME
-    kind, _, name = spec.partition(":")
-    if kind not in ("hf", "checkpoint", "tiny") or not name:
-        raise ConfigError(f"model.policy={spec!r}: use hf:MODEL, checkpoint:DIR, tiny:keydoor or vllm: before "
-                          "one of them")
-    return backend, kind, name
-
-
 def model_path(config: TrainConfig, run_dir: Path) -> str:
     """The local folder or model name the trained model loads from (a tiny model is built here first)."""
+    from agentgym.policies.registry import checkpoint_model_dir
+
     _, kind, name = split_model_spec(config.model.policy)
     if kind == "tiny":
         from agentgym.train import tiny
 
         return str(tiny.build_tiny(run_dir / "tiny-model", name, seed=config.train.seed))
-    return _checkpoint_model_dir(name) if kind == "checkpoint" else name
+    return checkpoint_model_dir(name) if kind == "checkpoint" else name
 
 
 def load_model(config: TrainConfig, run_dir: Path) -> tuple[Any, Any]:

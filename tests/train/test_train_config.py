@@ -87,7 +87,7 @@ def test_options_list_every_leaf_with_its_default_and_doc():
 
 
 def test_model_specs_split_into_backend_kind_and_name():
-    from agentgym.train.setup import split_model_spec
+    from agentgym.policies.registry import split_model_spec
 
     assert split_model_spec("hf:smollm2-135m-instruct") == ("hf", "hf", "smollm2-135m-instruct")
     assert split_model_spec("vllm:tiny:keydoor") == ("vllm", "tiny", "keydoor")
@@ -95,6 +95,8 @@ def test_model_specs_split_into_backend_kind_and_name():
     assert split_model_spec("vllm:Qwen/Qwen2.5-1.5B-Instruct") == ("vllm", "hf", "Qwen/Qwen2.5-1.5B-Instruct")
     with pytest.raises(ConfigError, match="use hf:MODEL"):
         split_model_spec("gguf:model")
+    with pytest.raises(ConfigError, match="use hf:MODEL"):  # refused at load, not when the trainer starts
+        config_from_dict({"model": {"policy": "gguf:model"}})
 
 
 def test_the_vllm_policy_gets_the_engine_settings_of_the_config(tmp_path, monkeypatch):
