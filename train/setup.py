@@ -12,32 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError, require
 from agentgym.policies.registry import split_model_spec
+from agentgym.train.batch import Components
 from agentgym.train.config import TrainConfig
-
-
-@dataclass(frozen=True)
-class Components:
-    """What the trainer trains and rolls out with (torch types are not imported here: `import` stays light)."""
-
-    model: Any        # torch.nn.Module (a peft model with LoRA)
-    tokenizer: Any
-    policy: Any       # agentgym Policy: shares `model` (hf) or holds its own copy (vllm)
-    chat: ChatFormat
-    critic: Any       # agentgym.train.critic.Critic | None
-    ref: Any          # None, or a zero-arg callable returning a context manager that yields the reference model
-    optimizer: Any    # torch.optim.Optimizer
-    scheduler: Any    # torch LR scheduler | None
-    device: Any       # torch.device
-    env_id: str
-    tools: list
-    pad_id: int
 
 
 def model_path(config: TrainConfig, run_dir: Path) -> str:

@@ -25,6 +25,7 @@ from agentgym.errors import ConfigError, TokenMismatchError
 from agentgym.rubric import apply_group_rewards, group_rewards_from_config
 from agentgym.rollout import RolloutConfig, next_prompt_ids, rollout
 from agentgym.train import checkpoint as ck
+from agentgym.train.checkpoint import seed_everything
 from agentgym.train import distributed as D
 from agentgym.train.estimators.advantages import last_rows
 from agentgym.policy import TrainablePolicy
@@ -34,7 +35,7 @@ from agentgym.train.updaters import updater_for
 from agentgym.train.config import TrainConfig
 from agentgym.train.metrics import MetricsWriter, rollout_metrics, write_rollouts
 from agentgym.train.samples import Sample, build_samples, verify_samples
-from agentgym.train.setup import build_components
+from agentgym.train.setup import build_components, make_optimizer, make_policy
 from agentgym.train.updaters.losses import running_entropy
 from agentgym.train.estimators.targets import build_targets, shape_rewards, with_epo
 from agentgym.train.batch import Scored, Targets
@@ -50,12 +51,6 @@ def train(config: TrainConfig) -> Path:
     finally:
         trainer.close()
     return trainer.run_dir
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def turn_cap(config: TrainConfig, iteration: int) -> int | None:
@@ -100,7 +95,8 @@ class Trainer:
         D.pin_cuda_device(config.model.device)
         mode = config.train.distributed if config.train.distributed != "none" or D.launched_world() == 1 else "ddp"
         # fsdp shards the model in place and rebuilds the optimizer (and rank 0's rollout policy)
-        self.dist, self.c = D.setup(mode, build_components(config, self.run_dir), config)
+        self.dist, self.c = D.setup(mode, build_components(config, self.run_dir), config, make_policy=make_policy,
+                                    make_optimizer=make_optimizer)
         c = self.c
         self.model, self.tokenizer, self.policy, self.chat = c.model, c.tokenizer, c.policy, c.chat
         if not isinstance(self.policy, TrainablePolicy):

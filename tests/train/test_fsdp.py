@@ -276,7 +276,7 @@ def test_admissible_mode_under_torchrun_is_refused(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     config = load_config("toy_learning", ["rollout.action_mode=admissible"])
     with pytest.raises(ConfigError, match="action_mode"):
-        D.setup("fsdp", None, config)
+        D.setup("fsdp", None, config, make_policy=None, make_optimizer=None)
 
 
 def test_one_gpu_index_for_every_rank_is_refused(monkeypatch):

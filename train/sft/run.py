@@ -83,7 +83,7 @@ class SFTRun:
     def __init__(self, config: TrainConfig):
         from agentgym.chat import ChatFormat
         from agentgym.train.setup import env_tools, load_model
-        from agentgym.train.trainer import seed_everything
+        from agentgym.train.checkpoint import seed_everything
 
         self.cfg, self.run_dir = config, sft_run_dir(config)
         self.run_dir.mkdir(parents=True, exist_ok=True)

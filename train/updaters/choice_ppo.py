@@ -16,8 +16,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from agentgym.train.batch import Components
 from agentgym.train.config import TrainConfig
-from agentgym.train.setup import Components
 from agentgym.train.estimators.targets import turn_advantages
 from agentgym.trajectory import Trajectory, TurnTable
 

@@ -15,9 +15,8 @@ import torch
 
 from agentgym.train.updaters import losses as L
 from agentgym.train.config import AlgorithmSection, TrainConfig
-from agentgym.train.batch import Sample, Scored, Targets
+from agentgym.train.batch import Components, Sample, Scored, Targets
 from agentgym.train.samples import collate, micro_batches
-from agentgym.train.setup import Components
 
 
 @dataclass(frozen=True)
