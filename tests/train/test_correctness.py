@@ -11,7 +11,8 @@ from agentgym.chat import ChatFormat
 from agentgym.policies.scripted import OraclePolicy
 from agentgym.rollout import RolloutConfig, next_prompt_ids, rollout
 from agentgym.train.estimators import advantages as A
-from agentgym.train.config import AlgorithmSection, GaeSection, ShapingSection, ValueSection, config_from_dict
+from agentgym.train.algorithm import AlgorithmSection, GaeSection, ShapingSection, ValueSection
+from agentgym.train.config import config_from_dict
 from agentgym.train.samples import build_samples, verify_samples
 from agentgym.train.estimators import estimators
 from agentgym.train.estimators.targets import (build_targets, overlong_penalties, shape_rewards, truncated_is_weights,

@@ -104,7 +104,7 @@ def test_the_old_flat_algorithm_keys_are_refused_with_the_new_spelling(old, new)
 
 
 def test_every_old_flat_key_has_a_home_that_exists():
-    from agentgym.train.config import MOVED_ALGORITHM_KEYS
+    from agentgym.train.algorithm import MOVED_ALGORITHM_KEYS
     from agentgym.train.options import options
 
     names = {o.name for o in options()}

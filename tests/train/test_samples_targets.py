@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from agentgym.errors import TokenMismatchError
-from agentgym.train.config import AlgorithmSection, GaeSection
+from agentgym.train.algorithm import AlgorithmSection, GaeSection
 from agentgym.train.samples import build_samples, collate, micro_batches
 from agentgym.train.estimators.targets import anchor_texts, build_targets
 from agentgym.train.trainer import keep_varied_groups, turn_cap

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from agentgym.train.estimators import advantages as A
-from agentgym.train.config import AlgorithmSection
+from agentgym.train.algorithm import AlgorithmSection
 from agentgym.train.estimators import get_estimator
 from agentgym.train.batch import Sample, Scored, Targets
 from agentgym.trajectory import Trajectory, TurnTable

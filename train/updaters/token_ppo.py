@@ -14,7 +14,8 @@ import numpy as np
 import torch
 
 from agentgym.train.updaters import losses as L
-from agentgym.train.config import AlgorithmSection, TrainConfig
+from agentgym.train.algorithm import AlgorithmSection
+from agentgym.train.config import TrainConfig
 from agentgym.train.batch import Components, Sample, Scored, Targets
 from agentgym.train.samples import collate, micro_batches
 
