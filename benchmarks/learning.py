@@ -21,7 +21,8 @@ DEFAULT_ROWS = ESTIMATORS
 VARIANTS: dict[str, list[str]] = {
     "hgpo": ["algorithm.estimator=hgpo", "algorithm.hgpo.levels=2"],
     "gigpo+igpo": ["algorithm.estimator=gigpo", "algorithm.igpo.coef=0.1"],
-    "gigpo+epo": ["algorithm.estimator=gigpo", "algorithm.regularisers.entropy_coef=0", "algorithm.regularisers.epo_coef=0.01"],
+    "gigpo+epo": ["algorithm.estimator=gigpo", "algorithm.regularisers.entropy_coef=0",
+                  "algorithm.regularisers.epo_coef=0.01"],
 }
 # #19: the search env at a CPU-sized setting (`--env search`): the embedded SmolLM2 (the tiny model's
 # key-door vocabulary cannot read search text), 1-hop questions, short episodes

@@ -7,8 +7,9 @@ Each candidate is tokenized as a response would be (the chat format's encoding o
 its end-of-turn token), so the chosen candidate's ids are exactly what the model would have had to
 generate: `Generation.token_ids` / `logprobs` hold them and their per-token log-probabilities, and the
 rollout keeps token-in-token-out. `Generation.choice` holds every candidate's ids and the pick; the rollout
-puts it on the Turn, where the exact choice update (train/updaters/choice_ppo.py) reads it. Scoring costs one forward pass over the prompt tokens not already cached
-(the policy's prefix store holds earlier turns of the episode) and all candidates side by side, usually
+puts it on the Turn, where the exact choice update (train/updaters/choice_ppo.py) reads it. Scoring costs one
+forward pass over the prompt tokens not already cached (the policy's prefix store holds earlier turns of the
+episode) and all candidates side by side, usually
 less than decoding a free-form answer token by token.
 Requests without admissible actions fall back to free generation (`HFPolicy`).
 

@@ -167,7 +167,8 @@ _BUILDERS: dict[str, Callable[..., Policy]] = {
     "random": _random, "oracle": _oracle, "scripted": _scripted, "admissible": _admissible,
 }
 _NEEDS_ARG = {"checkpoint": "checkpoint:DIR", "openai": "openai:URL[#MODEL]",
-              "scripted": "scripted:FILE_OR_MODULE:FUNC", "admissible": "admissible:hf:MODEL or admissible:checkpoint:DIR"}
+              "scripted": "scripted:FILE_OR_MODULE:FUNC",
+              "admissible": "admissible:hf:MODEL or admissible:checkpoint:DIR"}
 
 
 _PLUGINS_LOADED = False

@@ -1,6 +1,7 @@
 """The training stack's record types, nothing else: a training sample, a padded batch, the scores of the
-no-grad pass, the per-token targets, and the parts the trainer trains with (`Components`, built by setup.py). Estimators (train/estimators/) build `Targets`, updaters
-(train/updaters/) consume them; both import these types from here, so neither sits above the other.
+no-grad pass, the per-token targets, and the parts the trainer trains with (`Components`, built by
+setup.py). Estimators (train/estimators/) build `Targets`, updaters (train/updaters/) consume them; both
+import these types from here, so neither sits above the other.
 """
 from __future__ import annotations
 

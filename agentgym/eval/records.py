@@ -38,8 +38,8 @@ class EvalConfig:
     max_tokens: int = ROLLOUT.sampling.max_tokens  # per turn
     layout: str = ROLLOUT.layout             # as in training: "trajectory" (whole chat) or "step" (window)
     history_turns: int = ROLLOUT.history_turns  # step layout: past turns kept in each prompt
-    max_context_tokens: int | None = ROLLOUT.max_context_tokens  # an episode whose next prompt would not fit ends (context_full)
-    max_observation_tokens: int | None = ROLLOUT.max_observation_tokens  # observations truncated to this many tokens
+    max_context_tokens: int | None = ROLLOUT.max_context_tokens  # an episode that would not fit ends (context_full)
+    max_observation_tokens: int | None = ROLLOUT.max_observation_tokens  # observations truncated to this
     resume: bool = True                      # reuse OUT's finished episodes; False starts afresh
     keep_prompt_ids: bool = False            # store every turn's prompt token ids (large; for debugging)
     async_mode: bool = False                 # send each env's next request as soon as it is ready (servers)

@@ -49,7 +49,8 @@ def shape_rewards(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequenc
     if cfg.shaping.overlong != "penalty" or not len(table):
         return table
     lengths = turn_column(trajectories, lambda k: len(k.response_ids))
-    reward = table.reward - overlong_penalties(lengths, max_tokens, cfg.shaping.overlong_buffer, cfg.shaping.overlong_penalty)
+    shaping = cfg.shaping
+    reward = table.reward - overlong_penalties(lengths, max_tokens, shaping.overlong_buffer, shaping.overlong_penalty)
     return TurnTable(table.group, table.traj, table.turn, table.anchor, reward, table.valid, table.terminated)
 
 

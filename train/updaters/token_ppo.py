@@ -199,9 +199,11 @@ def micro_loss(cfg: AlgorithmSection, f: Forward, index: Sequence[int], scored: 
     adv, old = pad(targets.advantages), pad(scored.old_logprobs)
     seg = pad(targets.segments).long().clamp(min=0)
     actor_mask = f.mask if targets.loss_mask is None else f.mask * pad(targets.loss_mask)
-    out = L.ppo_policy_loss(f.logprobs, old, adv, actor_mask, clip_low=cfg.loss.clip_low, clip_high=cfg.loss.clip_high,
-                            dual_clip=cfg.loss.dual_clip, ratio_level=cfg.loss.ratio_level, segments=seg, agg=cfg.loss.agg,
-                            denom=denom, weights=None if targets.is_weights is None else pad(targets.is_weights))
+    loss_cfg = cfg.loss
+    out = L.ppo_policy_loss(f.logprobs, old, adv, actor_mask, clip_low=loss_cfg.clip_low,
+                            clip_high=loss_cfg.clip_high, dual_clip=loss_cfg.dual_clip,
+                            ratio_level=loss_cfg.ratio_level, segments=seg, agg=loss_cfg.agg, denom=denom,
+                            weights=None if targets.is_weights is None else pad(targets.is_weights))
     loss = out.loss
     stats.policy_loss += out.loss.item()
     stats.clip_fraction += out.clip_fraction
@@ -233,8 +235,9 @@ def _epo_loss(cfg: AlgorithmSection, f: Forward, traj: torch.Tensor, running: fl
     """EPO's terms on one micro-batch, weighted by its share of the mini-batch (its action tokens for
     token-mean, its samples for the seq-mean modes) so micro-batches add up as the policy loss does."""
     ent = torch.zeros_like(f.logprobs).masked_scatter(f.mask.bool(), f.entropy)
-    out = L.epo_regulariser(ent, f.mask, traj.long().clamp(min=0), cfg.regularisers.epo_coef, running, cfg.regularisers.epo_band,
-                            cfg.regularisers.epo_smooth_coef)
+    reg = cfg.regularisers
+    out = L.epo_regulariser(ent, f.mask, traj.long().clamp(min=0), reg.epo_coef, running, reg.epo_band,
+                            reg.epo_smooth_coef)
     stats.epo_entropy += out.entropy
     stats.epo_weight += out.weight
     stats.epo_micro += 1
