@@ -109,3 +109,14 @@ def test_every_old_flat_key_has_a_home_that_exists():
 
     names = {o.name for o in options()}
     assert all(f"algorithm.{new}" in names for new in MOVED_ALGORITHM_KEYS.values())
+
+
+def test_the_readme_names_every_built_in_estimator_and_preset():
+    from pathlib import Path
+
+    from agentgym.train.config import PRESET_DIR
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    missing = [f"`{n}`" for n in E.estimators() if f"`{n}`" not in readme]
+    missing += [f"`{p.stem}`" for p in PRESET_DIR.glob("*.yaml") if f"`{p.stem}`" not in readme]
+    assert not missing, f"README.md does not name {', '.join(missing)}"
