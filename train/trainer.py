@@ -121,7 +121,8 @@ class Trainer:
     def _rollout_config(self, max_turns: int | None, temperature: float, seed: int | None) -> RolloutConfig:
         return self.cfg.rollout.engine_config(temperature=temperature, stop=getattr(self.chat, "stop_strings", ()),
                                               seed=seed, max_turns=max_turns,
-                                              history_key_depth=max(4, self.cfg.algorithm.hgpo.levels))
+                                              history_key_depth=max(self.cfg.rollout.history_key_depth,
+                                                                    self.cfg.algorithm.hgpo.levels))
 
     def _rollout(self, seeds: list[int], group_size: int, config: RolloutConfig, split: str) -> list[Trajectory]:
         return rollout(self.env_id, self.policy, self.chat, seeds, group_size, config,
