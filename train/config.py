@@ -153,6 +153,34 @@ class RolloutSection:
 
 
 @dataclass(frozen=True)
+class ArcherSection:
+    """ArCHer (algorithm.estimator=archer): an off-policy Q/V critic over turns, learnt by TD from a replay
+    buffer with a Polyak-averaged target copy, and a token actor trained with A = min Q - min V per turn
+    (train/estimators/archer_td.py has the formulas). The critic's backbone is a copy of the policy, or
+    model.critic_model; its learning rate and gradient clip are optim.critic_lr and optim.critic_max_grad_norm."""
+
+    buffer_size: int = 4096
+    """Turns kept across iterations; the oldest go first."""
+    critic_steps: int = 16
+    """TD steps on the critic per iteration, each on critic_batch turns drawn from the buffer."""
+    critic_batch: int = 64
+    tau: float = 0.1
+    """Polyak rate of the target critic after every critic step (1 = copy, 0 = frozen)."""
+    warmup_iterations: int = 1
+    """First iterations train the critic only; the actor starts once it has seen this many batches."""
+    actor_loss: Literal["reinforce", "ppo"] = "reinforce"
+    """reinforce: one gradient step per batch on -A * log pi(action) (ArCHer's actor; needs train.ppo_epochs=1
+    and train.mini_batches=1, where PPO's clipped objective is exactly that); ppo: the clipped objective over
+    train.ppo_epochs x train.mini_batches steps."""
+
+    def __post_init__(self) -> None:
+        _check(self.buffer_size >= 1 and self.critic_batch >= 1 and self.critic_steps >= 0,
+               "algorithm.archer.buffer_size and critic_batch must be >= 1, critic_steps >= 0")
+        _check(0.0 <= self.tau <= 1.0, f"algorithm.archer.tau must be in [0, 1], got {self.tau}")
+        _check(self.warmup_iterations >= 0, "algorithm.archer.warmup_iterations must be >= 0")
+
+
+@dataclass(frozen=True)
 class AlgorithmSection:
     estimator: str = "gigpo"
     """A registered estimator (train/estimators/__init__.py): gigpo, grpo, rloo, reinforce_pp, hgpo, turn_gae,
@@ -222,6 +250,8 @@ class AlgorithmSection:
     """EPO: weight of the squared penalty for leaving the band."""
     epo_momentum: float = 0.9
     """EPO: running-average momentum of the entropy the band is centred on."""
+    archer: ArcherSection = field(default_factory=ArcherSection)
+    """ArCHer's critic, buffer and actor (algorithm.estimator=archer)."""
 
     def __post_init__(self) -> None:
         get_estimator(self.estimator)  # an unknown name fails here, with a did-you-mean
