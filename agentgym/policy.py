@@ -111,6 +111,7 @@ class TrainablePolicy(Policy, Protocol):
 
 
 POLICY_LOADER = "agentgym.policies.registry:load_policy"  # by name, like env entry points: no import of the wing
+POLICY_ENTRY_POINT_GROUP = "agentgym.policies"  # plug-in back ends register here, as envs do in "agentgym.envs"
 
 
 def load_policy(spec: str, **kwargs: Any) -> Policy:

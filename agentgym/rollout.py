@@ -37,23 +37,39 @@ LAYOUTS = ("trajectory", "step")
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    """How episodes are run. Validated at construction; bad values raise `ConfigError`."""
+    """How episodes are run: the one rollout config, with one set of defaults. Training embeds it (the train
+    config's `rollout:` section is a subclass that adds the env, group sizes and action mode), SFT's
+    demonstrations and in-training evals use that same section, and `agentgym eval` takes its defaults from
+    here. Validated at construction; bad values raise `ConfigError`."""
 
-    max_turns: int | None = None            # turn limit; None = the env's registered limit
-    layout: str = "trajectory"              # "trajectory": one growing sequence; "step": history window
-    history_turns: int = 2                  # step layout: how many past turns each prompt keeps
-    max_context_tokens: int | None = 8192   # end an episode when prompt + max_tokens would exceed this
-                                            # (or the policy's own `max_context`, if smaller)
-    max_observation_tokens: int | None = None  # truncate each observation to this many tokens (with a marker)
+    max_turns: int | None = None
+    """Turn limit; None = the env's registered limit."""
+    layout: str = "trajectory"
+    """"trajectory": one growing sequence per episode; "step": each turn's prompt is a history window."""
+    history_turns: int = 2
+    """Step layout: past turns kept in each turn's prompt."""
+    max_context_tokens: int | None = 8192
+    """End an episode when its next prompt + the turn's tokens would exceed this (or the policy's own limit)."""
+    max_observation_tokens: int | None = None
+    """Truncate each observation to this many tokens (with a marker); None = whole."""
     sampling: SamplingParams = field(default_factory=SamplingParams)
-    executor: str = "thread"                # "serial" | "thread" | "process" | "ray"
-    env_workers: int = 0                    # threads / processes / actors; 0 = automatic
-    async_mode: bool = False                # queue each env's next request as soon as its step returns
-    max_inflight_batches: int = 1           # async: generate calls at once (>1 suits servers that batch)
-    env_timeout_s: float | None = None      # an env step slower than this fails its episode
-    keep_task: bool = True                  # step layout: restate the task once it leaves the window
-    ray_address: str = ""                   # executor=ray: a running cluster ("HOST:6379", "auto"); "" = local
-    history_key_depth: int = 4              # Turn.history: hashes of the last 1..depth turns (HGPO groups)
+    executor: str = "thread"
+    """How envs step: serial, thread, process or ray."""
+    env_workers: int = 0
+    """Threads / processes / actors stepping envs; 0 = automatic (threads: one per env up to 64; processes:
+    one per core)."""
+    async_mode: bool = False
+    """Queue each env's next request as soon as its step returns (suits servers that batch)."""
+    max_inflight_batches: int = 1
+    """Async mode: generate calls at once."""
+    env_timeout_s: float | None = None
+    """An env step slower than this fails its episode; None = no limit."""
+    keep_task: bool = True
+    """Step layout: restate the task (info["task"], else the first observation) once it leaves the window."""
+    ray_address: str = ""
+    """executor=ray: the Ray cluster to join ("HOST:6379" of `ray start --head`, "auto"); "" starts a local one."""
+    history_key_depth: int = 4
+    """Turn.history holds hashes of the last 1..depth turns (HGPO's step groups)."""
 
     def __post_init__(self) -> None:
         if self.max_turns is not None and self.max_turns < 1:

@@ -19,9 +19,9 @@ ESTIMATORS = ("gigpo", "grpo")
 DEFAULT_ROWS = ESTIMATORS
 # #19: the turn-level credit methods beside GiGPO, as rows of the same table (`--variants`)
 VARIANTS: dict[str, list[str]] = {
-    "hgpo": ["algorithm.estimator=hgpo", "algorithm.hgpo_levels=2"],
-    "gigpo+igpo": ["algorithm.estimator=gigpo", "algorithm.igpo_coef=0.1"],
-    "gigpo+epo": ["algorithm.estimator=gigpo", "algorithm.entropy_coef=0", "algorithm.epo_coef=0.01"],
+    "hgpo": ["algorithm.estimator=hgpo", "algorithm.hgpo.levels=2"],
+    "gigpo+igpo": ["algorithm.estimator=gigpo", "algorithm.igpo.coef=0.1"],
+    "gigpo+epo": ["algorithm.estimator=gigpo", "algorithm.regularisers.entropy_coef=0", "algorithm.regularisers.epo_coef=0.01"],
     # #27: a critic learnt by TD: turn-level GAE (on-policy, a separate value model) and ArCHer (off-policy,
     # replay buffer; its REINFORCE actor takes one step per batch, as train/configs/toy_archer.yaml)
     "turn_gae": ["algorithm.estimator=turn_gae", "model.critic=separate", "optim.critic_lr=0.001"],

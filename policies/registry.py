@@ -10,7 +10,20 @@ Specs:
   random | oracle              a random admissible action / the env's oracle action
   scripted:FILE_OR_MODULE:FUNC a function (EnvContext) -> str from a .py file or an importable module
   admissible:SPEC              SPEC (hf:/checkpoint:) choosing among info["admissible_actions"] by likelihood
+  KIND:ARG                     a back end a plug-in registered (below)
 Keyword arguments go to the backend's constructor.
+
+The trainer's `model.policy` is a spec of the same grammar, narrowed to what it can train: `hf:MODEL`,
+`checkpoint:DIR`, `tiny:NAME` (a tiny model the trainer builds) or `vllm:` before one of them
+(`split_model_spec`); a checkpoint is found by one resolver (`checkpoint_model_dir`) for both.
+
+Plug-in back ends register like envs do: a package declares an entry point in the group
+`agentgym.policies` (agentgym.policy.POLICY_ENTRY_POINT_GROUP) whose target is a function that calls
+`register_backend(kind, builder)`; `load_policy` loads the group once, the first time it meets a kind
+it does not know. In pyproject.toml:
+
+    [project.entry-points."agentgym.policies"]
+    mybackend = "my_package.policy:register"
 """
 from __future__ import annotations
 
@@ -21,8 +34,10 @@ from typing import Any, Callable
 
 from agentgym.errors import ConfigError
 from agentgym.policies.base import BasePolicy
+from agentgym.policy import POLICY_ENTRY_POINT_GROUP, Policy
 
 KINDS = ("hf", "checkpoint", "openai", "vllm", "random", "oracle", "scripted", "admissible")
+MODEL_KINDS = ("hf", "checkpoint", "tiny")  # what `model.policy` (the trained model) may name
 
 
 def _hf(arg: str, **kwargs: Any) -> BasePolicy:
@@ -33,7 +48,8 @@ def _hf(arg: str, **kwargs: Any) -> BasePolicy:
 
 
 def checkpoint_model_dir(arg: str) -> str:
-    """The HF model folder of a checkpoint dir (DIR/model, following DIR/latest when present)."""
+    """The HF model folder of a checkpoint dir (DIR/model, following DIR/latest when present): the one
+    checkpoint resolver of `load_policy("checkpoint:DIR")` and the trainer's `model.policy: checkpoint:DIR`."""
     path = Path(arg).expanduser()
     if (path / "latest").is_file():
         path = path / (path / "latest").read_text().strip()
@@ -65,9 +81,27 @@ def _vllm(arg: str, **kwargs: Any) -> BasePolicy:
     from agentgym.policies.models import DEFAULT_MODEL, served_model_dir
     from agentgym.policies.vllm import VLLMPolicy
 
-    if arg.startswith("checkpoint:"):
-        return VLLMPolicy(checkpoint_model_dir(arg[len("checkpoint:"):]), **kwargs)
-    return VLLMPolicy(served_model_dir(arg.removeprefix("hf:") or DEFAULT_MODEL), **kwargs)
+    if not arg:
+        return VLLMPolicy(served_model_dir(DEFAULT_MODEL), **kwargs)
+    _, kind, name = split_model_spec(f"vllm:{arg}")
+    if kind == "tiny":
+        raise ConfigError(f"vllm:{arg}: tiny models are built by the trainer; use hf:MODEL or checkpoint:DIR")
+    return VLLMPolicy(checkpoint_model_dir(name) if kind == "checkpoint" else served_model_dir(name), **kwargs)
+
+
+def split_model_spec(spec: str) -> tuple[str, str, str]:
+    """A trainable model's spec -> (rollout backend "hf" | "vllm", kind of the model, its name):
+    `hf:MODEL`, `checkpoint:DIR`, `tiny:NAME`, or `vllm:` before one of them (`vllm:MODEL` = `vllm:hf:MODEL`)."""
+    backend = "hf"
+    if spec.startswith("vllm:"):
+        backend, spec = "vllm", spec[len("vllm:"):]
+        if spec.split(":", 1)[0] not in MODEL_KINDS:
+            spec = f"hf:{spec}"  # vllm:NAME, the short spelling of vllm:hf:NAME
+    kind, _, name = spec.partition(":")
+    if kind not in MODEL_KINDS or not name:
+        raise ConfigError(f"model.policy={spec!r}: use hf:MODEL, checkpoint:DIR, tiny:keydoor or vllm: before "
+                          "one of them")
+    return backend, kind, name
 
 
 def _random(arg: str, **kwargs: Any) -> BasePolicy:
@@ -128,7 +162,7 @@ def _bad(kind: str, arg: str, form: str) -> Any:
     raise ConfigError(f"bad {kind} policy spec {kind}:{arg!r}; write it as {form}")
 
 
-_BUILDERS: dict[str, Callable[..., BasePolicy]] = {
+_BUILDERS: dict[str, Callable[..., Policy]] = {
     "hf": _hf, "checkpoint": _checkpoint, "openai": _openai, "vllm": _vllm,
     "random": _random, "oracle": _oracle, "scripted": _scripted, "admissible": _admissible,
 }
@@ -136,18 +170,54 @@ _NEEDS_ARG = {"checkpoint": "checkpoint:DIR", "openai": "openai:URL[#MODEL]",
               "scripted": "scripted:FILE_OR_MODULE:FUNC", "admissible": "admissible:hf:MODEL or admissible:checkpoint:DIR"}
 
 
-def load_policy(spec: str, **kwargs: Any) -> BasePolicy:
+_PLUGINS_LOADED = False
+
+
+def register_backend(kind: str, builder: Callable[..., Policy], needs_arg: str | None = None) -> None:
+    """Make `load_policy("KIND:ARG", **kwargs)` call `builder(ARG, **kwargs)`; `needs_arg` (e.g. "mine:URL")
+    refuses a spec without its argument. A plug-in calls this from its `agentgym.policies` entry point."""
+    kind = kind.lower()
+    if not kind.isidentifier() or kind in KINDS:
+        raise ValueError(f"policy back end {kind!r}: pick an identifier that is not a built-in ({', '.join(KINDS)})")
+    _BUILDERS[kind] = builder
+    if needs_arg:
+        _NEEDS_ARG[kind] = needs_arg
+
+
+def load_plugins() -> None:
+    """Run every `agentgym.policies` entry point once (each registers its back ends); a broken plug-in
+    warns and the others still load, as env plug-ins do."""
+    global _PLUGINS_LOADED
+    if _PLUGINS_LOADED:
+        return
+    _PLUGINS_LOADED = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=POLICY_ENTRY_POINT_GROUP):
+        try:
+            target = ep.load()
+            if callable(target):
+                target()
+        except Exception as exc:
+            import warnings
+
+            warnings.warn(f"agentgym: could not load policy plug-in {ep.name!r} ({ep.value}): {exc}", stacklevel=2)
+
+
+def load_policy(spec: str, **kwargs: Any) -> Policy:
     """Build the policy a spec string names (see the module docstring); kwargs go to its constructor."""
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigError(f"policy spec must be a non-empty string like 'hf:smollm2-135m-instruct', got {spec!r}")
     kind, _, arg = spec.strip().partition(":")
     kind = kind.lower()
     if kind not in _BUILDERS:
+        load_plugins()
+    if kind not in _BUILDERS:
         import difflib
 
-        near = difflib.get_close_matches(kind, KINDS, n=1)
+        near = difflib.get_close_matches(kind, list(_BUILDERS), n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
-        raise ConfigError(f"unknown policy kind {kind!r} in {spec!r}{hint}; use one of {', '.join(KINDS)}")
+        raise ConfigError(f"unknown policy kind {kind!r} in {spec!r}{hint}; use one of {', '.join(_BUILDERS)}")
     if kind in _NEEDS_ARG and not arg:
         raise ConfigError(f"policy spec {spec!r} is missing its argument; write it as {_NEEDS_ARG[kind]}")
     return _BUILDERS[kind](arg, **kwargs)

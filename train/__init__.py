@@ -2,6 +2,7 @@
 
     trainer.py     rollout -> advantages -> update -> push weights -> eval -> checkpoint; `train(config)`
     config.py      the config dataclass tree: YAML + dotted overrides, validated with how-to-fix messages
+    algorithm.py   its `algorithm:` section: the estimator and one sub-section per concern (loss, shaping, ...)
     options.py     `agentgym train --options`: every option, its default and doc
     batch.py       the record types (Sample, Batch, Scored, Targets) estimators build and updaters consume
     samples.py     trajectories -> training samples; setup.py, checkpoint.py, metrics.py, critic.py,

@@ -1,12 +1,15 @@
 """The training stack's record types, nothing else: a training sample, a padded batch, the scores of the
-no-grad pass and the per-token targets. Estimators (train/estimators/) build `Targets`, updaters
+no-grad pass, the per-token targets, and the parts the trainer trains with (`Components`, built by setup.py). Estimators (train/estimators/) build `Targets`, updaters
 (train/updaters/) consume them; both import these types from here, so neither sits above the other.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from agentgym.chat import ChatFormat
 
 
 @dataclass(frozen=True)
@@ -56,3 +59,21 @@ class Targets:
     is_weights: list[np.ndarray] | None = None  # truncated importance weights trainer/sampler per token
     traj_ids: list[np.ndarray] | None = None    # EPO: trajectory id of each position (-1 off action tokens)
     entropy_running: float | None = None        # EPO: running average entropy H̄ the band is centred on
+
+
+@dataclass(frozen=True)
+class Components:
+    """What the trainer trains and rolls out with (torch types are not imported here: `import` stays light)."""
+
+    model: Any        # torch.nn.Module (a peft model with LoRA)
+    tokenizer: Any
+    policy: Any       # agentgym Policy: shares `model` (hf) or holds its own copy (vllm)
+    chat: ChatFormat
+    critic: Any       # agentgym.train.critic.Critic | None
+    ref: Any          # None, or a zero-arg callable returning a context manager that yields the reference model
+    optimizer: Any    # torch.optim.Optimizer
+    scheduler: Any    # torch LR scheduler | None
+    device: Any       # torch.device
+    env_id: str
+    tools: list
+    pad_id: int

@@ -23,6 +23,13 @@ from agentgym.errors import ConfigError
 LATEST = "latest"
 
 
+def seed_everything(seed: int) -> None:
+    """Seed Python's, numpy's and torch's generators (the RNG state a checkpoint saves and restores)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
 def rng_state() -> dict[str, Any]:
     return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}

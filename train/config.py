@@ -13,11 +13,13 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from agentgym.errors import ConfigError
+from agentgym.policies.registry import split_model_spec
 from agentgym.policy import SamplingParams
 from agentgym.rollout import RolloutConfig
+from agentgym.train.algorithm import AlgorithmSection, MOVED_ALGORITHM_KEYS  # noqa: F401  (re-exported)
 from agentgym.train.estimators import get_estimator
 from agentgym.train.updaters import refuse_unsupported
 from agentgym.train.sft.config import SFTSection
@@ -89,6 +91,7 @@ class ModelSection:
     """Engine settings for model.policy=vllm:..."""
 
     def __post_init__(self) -> None:
+        split_model_spec(self.policy)  # the policy grammar's trainable subset; a bad spec fails here, with the forms
         if self.train_layers < 0:
             raise ConfigError(f"model.train_layers must be >= 0, got {self.train_layers}")
         if self.train_layers and self.lora.enabled:
@@ -97,189 +100,64 @@ class ModelSection:
 
 
 @dataclass(frozen=True)
-class RolloutSection:
+class RolloutSection(RolloutConfig):
+    """The rollout engine's config (agentgym.rollout.RolloutConfig: layout, history window, token limits,
+    executor, with the defaults every mode shares) plus what training needs: the env, the group sizes, the
+    sampling of the rollout policy and the action mode. SFT's demonstrations and in-training evals run with it."""
+
     env: str = "agentgym/Toy-KeyDoor-v0"
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     group_size: int = 8
     """G: rollouts per task (same seed)."""
     groups: int = 16
     """Tasks per iteration (each a fresh training seed)."""
-    max_turns: int | None = None
-    """Turn limit (None: the env's registered limit); see algorithm.turn_cap_schedule."""
-    layout: Literal["trajectory", "step"] = "step"
-    history_turns: int = 2
-    """Step layout: past turns kept in each turn's prompt."""
-    max_context_tokens: int = 4096
-    max_observation_tokens: int = 512
-    max_new_tokens: int = 64
+    max_new_tokens: int = SamplingParams.max_tokens
+    """Tokens per turn (the engine's sampling.max_tokens)."""
     temperature: float = 1.0
     top_p: float = 1.0
-    executor: Literal["serial", "thread", "process", "ray"] = "thread"
-    env_workers: int = 8
-    ray_address: str = ""
-    """executor=ray: the Ray cluster to join ("HOST:6379" of `ray start --head`, "auto"); "" starts a local one."""
     action_mode: Literal["generate", "admissible"] = "generate"
     """generate: free text; admissible: choose among info["admissible_actions"] by likelihood, trained
     exactly on that renormalised distribution (policies/admissible.py, train/updaters/choice_ppo.py)."""
     seed_start: int = 0
     """Training seeds are seed_start, seed_start+1, ... (one per group, never reused)."""
-    keep_task: bool = True
-    """Step layout: restate the task (info["task"], else the first observation) in every prompt once it has
-    slid out of the history window."""
     sleep_level: int = 1
     """A rollout engine with sleep mode (vLLM) frees its KV cache (1) or also its weights (2) while the
     trainer updates; 0 keeps it resident."""
     group_rewards: tuple[dict[str, Any], ...] = ()
     """Scorers of each task's G rollouts together, added to the last turn as their own components (RULER-style
     judging), e.g. [{name: ruler, fn: group_judge, weight: 1.0, kwargs: {model: "openai:http://HOST:PORT"}}]."""
+    sampling: SamplingParams = field(default_factory=SamplingParams, init=False, repr=False)
+    """Derived from temperature, top_p and max_new_tokens (not an option)."""
 
     def __post_init__(self) -> None:
         _check(self.group_size >= 1, f"rollout.group_size must be >= 1, got {self.group_size}")
         _check(self.groups >= 1, f"rollout.groups must be >= 1, got {self.groups}")
-        _check(self.max_turns is None or self.max_turns >= 1, "rollout.max_turns must be >= 1 or null")
         _check(self.temperature > 0, "rollout.temperature must be > 0 for on-policy training "
                                      f"(got {self.temperature}); use eval.temperature for greedy eval")
         _check(self.max_new_tokens >= 1, "rollout.max_new_tokens must be >= 1")
+        _check(0 < self.top_p <= 1, f"rollout.top_p must be in (0, 1], got {self.top_p}")
         _check(self.sleep_level in (0, 1, 2), f"rollout.sleep_level must be 0, 1 or 2, got {self.sleep_level}")
+        object.__setattr__(self, "sampling", SamplingParams(self.temperature, self.top_p, self.max_new_tokens))
+        super().__post_init__()
 
-    def engine_config(self, sampling: SamplingParams, max_turns: int | None, **overrides: Any) -> RolloutConfig:
-        """The rollout engine's config for this section (one place, so training, SFT demonstrations and
-        in-training evals build prompts alike)."""
-        fields = dict(max_turns=max_turns, layout=self.layout, history_turns=self.history_turns,
-                      max_context_tokens=self.max_context_tokens, max_observation_tokens=self.max_observation_tokens,
-                      sampling=sampling, executor=self.executor, env_workers=self.env_workers,
-                      keep_task=self.keep_task, ray_address=self.ray_address)
-        return RolloutConfig(**{**fields, **overrides})
-
-
-@dataclass(frozen=True)
-class ArcherSection:
-    """ArCHer (algorithm.estimator=archer): an off-policy Q/V critic over turns, learnt by TD from a replay
-    buffer with a Polyak-averaged target copy, and a token actor trained with A = min Q - min V per turn
-    (train/estimators/archer_td.py has the formulas). The critic's backbone is a copy of the policy, or
-    model.critic_model; its learning rate and gradient clip are optim.critic_lr and optim.critic_max_grad_norm."""
-
-    buffer_size: int = 4096
-    """Turns kept across iterations; the oldest go first."""
-    critic_steps: int = 16
-    """TD steps on the critic per iteration, each on critic_batch turns drawn from the buffer."""
-    critic_batch: int = 64
-    tau: float = 0.1
-    """Polyak rate of the target critic after every critic step (1 = copy, 0 = frozen)."""
-    warmup_iterations: int = 1
-    """First iterations train the critic only; the actor starts once it has seen this many batches."""
-    actor_loss: Literal["reinforce", "ppo"] = "reinforce"
-    """reinforce: one gradient step per batch on -A * log pi(action) (ArCHer's actor; needs train.ppo_epochs=1
-    and train.mini_batches=1, where PPO's clipped objective is exactly that); ppo: the clipped objective over
-    train.ppo_epochs x train.mini_batches steps."""
-
-    def __post_init__(self) -> None:
-        _check(self.buffer_size >= 1 and self.critic_batch >= 1 and self.critic_steps >= 0,
-               "algorithm.archer.buffer_size and critic_batch must be >= 1, critic_steps >= 0")
-        _check(0.0 <= self.tau <= 1.0, f"algorithm.archer.tau must be in [0, 1], got {self.tau}")
-        _check(self.warmup_iterations >= 0, "algorithm.archer.warmup_iterations must be >= 0")
-
-
-@dataclass(frozen=True)
-class AlgorithmSection:
-    estimator: str = "gigpo"
-    """A registered estimator (train/estimators/__init__.py): gigpo, grpo, rloo, reinforce_pp, hgpo, turn_gae,
-    bi_level_gae, or one a plug-in registered; `agentgym train --options` lists them with what each does."""
-    gamma: float = 0.95
-    """Turn discount (GiGPO step returns, REINFORCE++, GAE turn clock)."""
-    lam: float = 0.95
-    """GAE λ across turns."""
-    lam_token: float = 1.0
-    """Bi-level GAE λ inside a turn."""
-    step_weight: float = 1.0
-    """GiGPO w in A = A_episode + w·A_step."""
-    norm: Literal["mean_std", "mean"] = "mean_std"
-    episode_stats: Literal["trajectory", "turn"] = "trajectory"
-    eps: float = 1e-6
-    invalid_penalty: float = 0.0
-    invalid_penalty_mode: Literal["reward", "advantage"] = "reward"
-    """"reward": subtract the penalty from the invalid turn's reward before returns are computed (it then
-    also lowers every earlier turn's return); "advantage": subtract it from that turn's advantage only."""
-    similarity: float | None = None
-    """GiGPO: merge anchors whose texts are at least this similar (0-1); null = exact anchors."""
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    dual_clip: float | None = None
-    ratio_level: Literal["token", "sequence", "turn"] = "token"
-    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] = \
-        "token-mean"
-    kl_coef: float = 0.0
-    kl_estimator: Literal["k1", "k3"] = "k3"
-    entropy_coef: float = 0.0
-    value_coef: float = 0.5
-    value_clip: float | None = 0.2
-    value_clip_scale: Literal["absolute", "returns_std"] = "absolute"
-    """"returns_std": the value clip range is value_clip x the batch's std of value targets (reward scale free)."""
-    whiten_advantages: bool = False
-    """GAE estimators: normalise advantages to mean 0, std 1 over the batch's action tokens."""
-    tis_cap: float | None = None
-    """Truncated importance sampling: weight each token's loss by min(p_trainer / p_sampler, tis_cap), correcting
-    for the sampler's (vLLM, bf16) probabilities differing from the trainer's; null = off."""
-    overlong: Literal["none", "mask", "penalty"] = "none"
-    """Responses cut at rollout.max_new_tokens: "mask" leaves them out of the actor loss (DAPO); "penalty"
-    subtracts a length penalty from the turn's reward (DAPO's soft overlong punishment)."""
-    overlong_penalty: float = 1.0
-    """Penalty at rollout.max_new_tokens tokens (overlong=penalty)."""
-    overlong_buffer: int = 0
-    """overlong=penalty: the penalty ramps up linearly over the last this-many tokens before the limit."""
-    dynamic_sampling: bool = False
-    """Drop groups whose returns are all equal and roll out fresh tasks to refill the batch."""
-    max_refill_rounds: int = 3
-    turn_cap_schedule: tuple[tuple[int, int], ...] = ()
-    """[[iteration, max_turns], ...]: from each iteration on, cap episodes at that many turns."""
-    hgpo_levels: int = 2
-    """HGPO K: step groups also by agreement of the last 1..K turns of context (0 = GiGPO's step groups)."""
-    hgpo_alpha: float = 1.0
-    """HGPO level weight w_k = (k + 1)^alpha (0 = all levels equal)."""
-    igpo_coef: float = 0.0
-    """IGPO: add coef x info gain (the rise of the policy's log-prob of the env's ground-truth answer over a
-    turn) to each turn's reward, as reward component "info_gain"; 0 = off. Needs an env with info["ground_truth"]."""
-    igpo_mode: Literal["logprob", "prob"] = "logprob"
-    """IGPO gain of the answer's mean token log-prob ("logprob") or of its probability exp(mean log-prob)."""
-    epo_coef: float = 0.0
-    """EPO: weight of the trajectory-level entropy bonus (0 = off); it adds to entropy_coef's token bonus, so set
-    entropy_coef=0 for EPO alone."""
-    epo_band: tuple[float, float] = (0.5, 1.5)
-    """EPO entropy smoothing: keep the batch entropy within [lo, hi] x its running average."""
-    epo_smooth_coef: float = 1.0
-    """EPO: weight of the squared penalty for leaving the band."""
-    epo_momentum: float = 0.9
-    """EPO: running-average momentum of the entropy the band is centred on."""
-    archer: ArcherSection = field(default_factory=ArcherSection)
-    """ArCHer's critic, buffer and actor (algorithm.estimator=archer)."""
-
-    def __post_init__(self) -> None:
-        get_estimator(self.estimator)  # an unknown name fails here, with a did-you-mean
-        _check(self.hgpo_levels >= 0, f"algorithm.hgpo_levels must be >= 0, got {self.hgpo_levels}")
-        _check(self.igpo_coef >= 0 and self.epo_coef >= 0 and self.epo_smooth_coef >= 0,
-               "algorithm.igpo_coef, epo_coef and epo_smooth_coef must be >= 0")
-        _check(0 < self.epo_band[0] <= 1 <= self.epo_band[1],
-               f"algorithm.epo_band must be [lo, hi] with 0 < lo <= 1 <= hi, got {list(self.epo_band)}")
-        _check(0 <= self.epo_momentum < 1, f"algorithm.epo_momentum must be in [0, 1), got {self.epo_momentum}")
-        _check(0.0 <= self.gamma <= 1.0, f"algorithm.gamma must be in [0, 1], got {self.gamma}")
-        _check(0.0 <= self.lam <= 1.0 and 0.0 <= self.lam_token <= 1.0, "algorithm.lam/lam_token must be in [0, 1]")
-        _check(self.clip_low > 0 and self.clip_high > 0, "algorithm.clip_low/clip_high must be > 0")
-        _check(self.dual_clip is None or self.dual_clip > 1.0,
-               f"algorithm.dual_clip must be > 1 (e.g. 3.0) or null, got {self.dual_clip}")
-        _check(self.tis_cap is None or self.tis_cap >= 1.0,
-               f"algorithm.tis_cap must be >= 1 (e.g. 2.0) or null, got {self.tis_cap}")
-        _check(self.overlong_buffer >= 0 and self.overlong_penalty >= 0,
-               "algorithm.overlong_buffer and algorithm.overlong_penalty must be >= 0")
-        _check(self.similarity is None or 0 < self.similarity <= 1,
-               f"algorithm.similarity must be in (0, 1] or null, got {self.similarity}")
-        its = [int(it) for it, _ in self.turn_cap_schedule]
-        _check(its == sorted(its) and all(int(c) >= 1 for _, c in self.turn_cap_schedule),
-               "algorithm.turn_cap_schedule must be [[iteration, max_turns], ...] sorted by iteration, caps >= 1")
+    def engine_config(self, *, temperature: float | None = None, stop: Sequence[str] = (), seed: int | None = None,
+                      **overrides: Any) -> RolloutConfig:
+        """This section as the engine's own RolloutConfig (every engine field as set here, so training, SFT
+        demonstrations and in-training evals build prompts alike), sampling at `temperature` (default: the
+        section's) with the chat format's `stop` strings; `overrides` replace engine fields (max_turns, ...)."""
+        engine = {f.name: getattr(self, f.name) for f in dataclasses.fields(RolloutConfig)}
+        t = self.temperature if temperature is None else temperature
+        engine["sampling"] = SamplingParams(temperature=t, top_p=self.top_p if t > 0 else 1.0,
+                                            max_tokens=self.max_new_tokens, stop=tuple(stop), seed=seed)
+        return RolloutConfig(**{**engine, **overrides})
 
 
 @dataclass(frozen=True)
 class OptimSection:
-    lr: float = 1e-6
+    lr: float = 1e-5
+    """Policy learning rate. The default suits the default model (SmolLM2-135M, full weights, on a CPU: 1e-6
+    barely moves it in a short run); the GPU presets train 1.5B-7B models at 1e-6, LoRA and top-layer
+    presets go higher (5e-5, 1e-4)."""
     critic_lr: float = 1e-5
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
@@ -409,7 +287,21 @@ class TrainConfig:
         _check(self.eval.every >= 0 and self.checkpoint.every >= 0, "eval.every and checkpoint.every must be >= 0")
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The options as a nested dict (what `load_config` reads back); derived fields left out."""
+        return _options_dict(self)
+
+
+def _options_dict(section: Any) -> dict[str, Any]:
+    return {f.name: _options_dict(v) if dataclasses.is_dataclass(v := getattr(section, f.name)) else _plain_copy(v)
+            for f in dataclasses.fields(section) if f.init}
+
+
+def _plain_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain_copy(v) for v in value)
+    return value
 
 
 # --------------------------------------------------------------------------------------- loading
@@ -475,10 +367,13 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
 
 def _build(cls: type, data: dict[str, Any], where: str = "") -> Any:
     hints = _hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
     kwargs = {}
+    moved = getattr(cls, "MOVED", {})
     for key, value in data.items():
         path = f"{where}.{key}" if where else key
+        if key in moved:
+            raise ConfigError(f"{path} moved: write {where}.{moved[key]}")
         if key not in names:
             close = difflib.get_close_matches(key, names, n=1)
             hint = f" Did you mean {(where + '.' if where else '') + close[0]!r}?" if close else ""

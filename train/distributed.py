@@ -29,7 +29,7 @@ import os
 import warnings
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -77,9 +77,12 @@ def pin_cuda_device(device: str) -> None:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
 
 
-def setup(mode: str, c: Any, config: Any) -> tuple[DistContext | None, Any]:
+def setup(mode: str, c: Any, config: Any, *, make_policy: Callable[..., Any], make_optimizer: Callable[..., Any]
+          ) -> tuple[DistContext | None, Any]:
     """Join the process group torchrun prepared and wrap (ddp) or shard (fsdp) the model and critic of
-    the trainer's Components `c`; returns (None, c) for a 1-process run, else (context, new components)."""
+    the trainer's Components `c`; returns (None, c) for a 1-process run, else (context, new components).
+    fsdp rebuilds rank 0's rollout policy and the optimizer with the trainer's own `make_policy` /
+    `make_optimizer` (train/setup.py), handed in so this module sits below the setup it serves."""
     world = launched_world()
     if mode == "none" and world == 1:
         return None, c
@@ -99,7 +102,7 @@ def setup(mode: str, c: Any, config: Any) -> tuple[DistContext | None, Any]:
         dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     if mode == "fsdp":
-        return _setup_fsdp(c, config, rank, world, cuda)
+        return _setup_fsdp(c, config, rank, world, cuda, make_policy, make_optimizer)
     from torch.nn.parallel import DistributedDataParallel
 
     ids = [torch.cuda.current_device()] if cuda else None
@@ -110,15 +113,14 @@ def setup(mode: str, c: Any, config: Any) -> tuple[DistContext | None, Any]:
     return DistContext(rank, world, "ddp", model, critic), c
 
 
-def _setup_fsdp(c: Any, config: Any, rank: int, world: int, cuda: bool) -> tuple[DistContext, Any]:
+def _setup_fsdp(c: Any, config: Any, rank: int, world: int, cuda: bool, make_policy: Callable[..., Any],
+                make_optimizer: Callable[..., Any]) -> tuple[DistContext, Any]:
     try:
         from torch.distributed.fsdp import fully_shard  # noqa: F401  (public since torch 2.6)
     except ImportError as exc:
         raise ConfigError("train.distributed=fsdp needs FSDP2 (torch>=2.6): upgrade torch or use "
                           "train.distributed=ddp") from exc
     from torch.distributed.device_mesh import init_device_mesh
-
-    from agentgym.train.setup import make_optimizer, make_policy
 
     full_model, policy = None, c.policy
     if rank == 0:  # copied before sharding; see the module docstring for why rank 0 rolls out with a copy

@@ -20,13 +20,17 @@ class Option:
 
 
 def field_docs(cls: type) -> dict[str, str]:
-    """{field: docstring} from the string literal written right after each field of a dataclass."""
+    """{field: docstring} from the string literal written right after each field of a dataclass (and of the
+    dataclasses it extends: the train config's rollout section extends the engine's RolloutConfig)."""
+    docs: dict[str, str] = {}
+    for base in cls.__mro__[1:]:
+        if dataclasses.is_dataclass(base):
+            docs.update(field_docs(base))
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     except (OSError, TypeError):  # no source (a frozen build): options without docs
-        return {}
+        return docs
     body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-    docs: dict[str, str] = {}
     for node, after in zip(body, body[1:]):
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
                 and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
@@ -53,7 +57,7 @@ def options(cls: type | None = None, prefix: str = "") -> list[Option]:
         cls = TrainConfig
     hints, docs, out = typing.get_type_hints(cls), field_docs(cls), []
     instance = cls()
-    for f in dataclasses.fields(cls):
+    for f in (f for f in dataclasses.fields(cls) if f.init):  # init=False fields are derived, not options
         value, tp = getattr(instance, f.name), hints[f.name]
         if dataclasses.is_dataclass(value):
             out += options(type(value), f"{prefix}{f.name}.")

@@ -12,62 +12,26 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError, require
+from agentgym.policies.registry import split_model_spec
+from agentgym.train.batch import Components
 from agentgym.train.config import TrainConfig
-
-
-@dataclass(frozen=True)
-class Components:
-    """What the trainer trains and rolls out with (torch types are not imported here: `import` stays light)."""
-
-    model: Any        # torch.nn.Module (a peft model with LoRA)
-    tokenizer: Any
-    policy: Any       # agentgym Policy: shares `model` (hf) or holds its own copy (vllm)
-    chat: ChatFormat
-    critic: Any       # agentgym.train.critic.Critic | None
-    ref: Any          # None, or a zero-arg callable returning a context manager that yields the reference model
-    optimizer: Any    # torch.optim.Optimizer
-    scheduler: Any    # torch LR scheduler | None
-    device: Any       # torch.device
-    env_id: str
-    tools: list
-    pad_id: int
-
-
-def _checkpoint_model_dir(path: str) -> str:
-    p = Path(path)
-    if (p / "latest").exists():
-        p = p / (p / "latest").read_text().strip()
-    return str(p / "model") if (p / "model").is_dir() else str(p)
-
-
-def split_model_spec(spec: str) -> tuple[str, str, str]:
-    """`model.policy` -> (rollout backend "hf" | "vllm", kind of the trained model, its name)."""
-    backend = "hf"
-    if spec.startswith("vllm:"):
-        backend, spec = "vllm", spec[len("vllm:"):]
-        if spec.split(":", 1)[0] not in ("hf", "checkpoint", "tiny"):
-            spec = f"hf:{spec}"  # vllm:NAME, the older spelling of vllm:hf:NAME
-    kind, _, name = spec.partition(":")
-    if kind not in ("hf", "checkpoint", "tiny") or not name:
-        raise ConfigError(f"model.policy={spec!r}: use hf:MODEL, checkpoint:DIR, tiny:keydoor or vllm: before "
-                          "one of them")
-    return backend, kind, name
 
 
 def model_path(config: TrainConfig, run_dir: Path) -> str:
     """The local folder or model name the trained model loads from (a tiny model is built here first)."""
+    from agentgym.policies.registry import checkpoint_model_dir
+
     _, kind, name = split_model_spec(config.model.policy)
     if kind == "tiny":
         from agentgym.train import tiny
 
         return str(tiny.build_tiny(run_dir / "tiny-model", name, seed=config.train.seed))
-    return _checkpoint_model_dir(name) if kind == "checkpoint" else name
+    return checkpoint_model_dir(name) if kind == "checkpoint" else name
 
 
 def load_model(config: TrainConfig, run_dir: Path) -> tuple[Any, Any]:
@@ -144,8 +108,9 @@ def make_vllm_policy(config: TrainConfig, tokenizer: Any, run_dir: Path) -> Any:
     kwargs: dict[str, Any] = {
         "logprobs_mode": "processed_logprobs", "seed": config.train.seed, "dtype": m.dtype,
         "tokenizer": tokenizer, "enforce_eager": v.enforce_eager, "kv_cache_gib": v.kv_cache_gib or None,
-        "cpu_threads": v.cpu_threads or None, "gpu_memory_utilization": v.gpu_memory_utilization,
-        "max_model_len": config.rollout.max_context_tokens + config.rollout.max_new_tokens}
+        "cpu_threads": v.cpu_threads or None, "gpu_memory_utilization": v.gpu_memory_utilization}
+    if config.rollout.max_context_tokens is not None:  # None: the engine takes the model's own context length
+        kwargs["max_model_len"] = config.rollout.max_context_tokens + config.rollout.max_new_tokens
     if split_model_spec(m.policy)[1] == "tiny":  # a word-level tokenizer vLLM cannot load: ids in and out
         kwargs["skip_tokenizer_init"] = True
     if m.lora.enabled:  # the trainer pushes the adapter, not merged weights
@@ -155,7 +120,7 @@ def make_vllm_policy(config: TrainConfig, tokenizer: Any, run_dir: Path) -> Any:
 
 def make_reference(config: TrainConfig, model: Any) -> Any:
     """A context-manager factory yielding the frozen reference model (KL penalty), or None."""
-    if config.algorithm.kl_coef <= 0:
+    if config.algorithm.regularisers.kl_coef <= 0:
         return None
     if hasattr(model, "disable_adapter"):  # LoRA: the base model with adapters switched off
         @contextlib.contextmanager

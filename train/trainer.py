@@ -23,9 +23,9 @@ import torch
 
 from agentgym.errors import ConfigError, TokenMismatchError
 from agentgym.rubric import apply_group_rewards, group_rewards_from_config
-from agentgym.policies.base import SamplingParams
 from agentgym.rollout import RolloutConfig, next_prompt_ids, rollout
 from agentgym.train import checkpoint as ck
+from agentgym.train.checkpoint import seed_everything
 from agentgym.train import distributed as D
 from agentgym.train.estimators.advantages import last_rows
 from agentgym.policy import TrainablePolicy
@@ -35,7 +35,7 @@ from agentgym.train.updaters import updater_for
 from agentgym.train.config import TrainConfig
 from agentgym.train.metrics import MetricsWriter, rollout_metrics, write_rollouts
 from agentgym.train.samples import Sample, build_samples, verify_samples
-from agentgym.train.setup import build_components
+from agentgym.train.setup import build_components, make_optimizer, make_policy
 from agentgym.train.updaters.losses import running_entropy
 from agentgym.train.estimators.targets import build_targets, shape_rewards, with_epo
 from agentgym.train.batch import Scored, Targets
@@ -51,12 +51,6 @@ def train(config: TrainConfig) -> Path:
     finally:
         trainer.close()
     return trainer.run_dir
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def turn_cap(config: TrainConfig, iteration: int) -> int | None:
@@ -101,7 +95,8 @@ class Trainer:
         D.pin_cuda_device(config.model.device)
         mode = config.train.distributed if config.train.distributed != "none" or D.launched_world() == 1 else "ddp"
         # fsdp shards the model in place and rebuilds the optimizer (and rank 0's rollout policy)
-        self.dist, self.c = D.setup(mode, build_components(config, self.run_dir), config)
+        self.dist, self.c = D.setup(mode, build_components(config, self.run_dir), config, make_policy=make_policy,
+                                    make_optimizer=make_optimizer)
         c = self.c
         self.model, self.tokenizer, self.policy, self.chat = c.model, c.tokenizer, c.policy, c.chat
         if not isinstance(self.policy, TrainablePolicy):
@@ -136,11 +131,9 @@ class Trainer:
 
     # ------------------------------------------------------------------ rollouts
     def _rollout_config(self, max_turns: int | None, temperature: float, seed: int | None) -> RolloutConfig:
-        r = self.cfg.rollout
-        sampling = SamplingParams(temperature=temperature, top_p=r.top_p if temperature > 0 else 1.0,
-                                  max_tokens=r.max_new_tokens, stop=tuple(getattr(self.chat, "stop_strings", ())),
-                                  seed=seed)
-        return r.engine_config(sampling, max_turns, history_key_depth=max(4, self.cfg.algorithm.hgpo_levels))
+        return self.cfg.rollout.engine_config(temperature=temperature, stop=getattr(self.chat, "stop_strings", ()),
+                                              seed=seed, max_turns=max_turns,
+                                              history_key_depth=max(4, self.cfg.algorithm.hgpo.levels))
 
     def _rollout(self, seeds: list[int], group_size: int, config: RolloutConfig, split: str) -> list[Trajectory]:
         return rollout(self.env_id, self.policy, self.chat, seeds, group_size, config,
@@ -212,24 +205,24 @@ class Trainer:
             self._archer_step(batch, samples, metrics)
         elif samples:
             self._sleep_rollout_engine()
-            if cfg.algorithm.igpo_coef:  # IGPO: information-gain turn rewards before any estimator reads them
+            if cfg.algorithm.igpo.coef:  # IGPO: information-gain turn rewards before any estimator reads them
                 batch = self._with_info_gain(batch, metrics)
             table = shape_rewards(cfg.algorithm, TurnTable.from_trajectories(batch), batch, cfg.rollout.max_new_tokens)
             scored = score(self.c, samples, cfg)
             final = self._final_values(batch, table) if self.critic is not None else None
             targets = build_targets(cfg.algorithm, table, batch, samples, scored, final)
-            if cfg.algorithm.epo_coef:
+            if cfg.algorithm.regularisers.epo_coef:
                 targets = with_epo(targets, table, self.epo_running)
             stats = ppo_update(self.c, samples, scored, targets, cfg, shuffle_seed=cfg.train.seed * 1_000_003 + it,
                                dist=self.dist)
             if stats.epo_micro:  # EPO's H̄ follows the batches' trajectory entropy
                 self.epo_running = running_entropy(self.epo_running, stats.epo_entropy / stats.epo_micro,
-                                                   cfg.algorithm.epo_momentum)
+                                                   cfg.algorithm.regularisers.epo_momentum)
             push_start = time.perf_counter()
             self._push_weights()
             metrics["time/push_weights"] = time.perf_counter() - push_start
             metrics.update(stats.as_metrics())
-            metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.tis_cap))
+            metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.loss.tis_cap))
         t2 = time.perf_counter()
         metrics.update(_timing(first, t1 - t0, t2 - t1, sum(len(s) for s in samples)))
         metrics.update(_gpu_memory(self.device))
@@ -254,7 +247,7 @@ class Trainer:
         self._push_weights()
         metrics["time/push_weights"] = time.perf_counter() - push_start
         metrics.update(stats.as_metrics())
-        metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.tis_cap))
+        metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.loss.tis_cap))
 
     def _check_health(self, metrics: dict[str, Any]) -> None:
         """The run-health guardrails (train/guardrails.py): warn, or stop with the cause and the fix."""
@@ -273,13 +266,13 @@ class Trainer:
         from agentgym.train.estimators.igpo import info_gains, with_info_gain
 
         a = self.cfg.algorithm
-        gains = info_gains(self.model, self.chat, batch, self.device, self.c.pad_id, a.igpo_mode,
+        gains = info_gains(self.model, self.chat, batch, self.device, self.c.pad_id, a.igpo.mode,
                            self.cfg.rollout.temperature, self.cfg.train.micro_batch_size)
         scored = [g[:-1] for g, t in zip(gains, batch) if t.ground_truth and len(g) > 1]
         flat = np.concatenate(scored) if scored else np.zeros(0)
         metrics.update({"igpo/info_gain_mean": float(flat.mean()) if flat.size else 0.0,
                         "igpo/scored_turns": float(flat.size)})
-        return with_info_gain(batch, gains, a.igpo_coef)
+        return with_info_gain(batch, gains, a.igpo.coef)
 
     def _final_values(self, batch: Sequence[Trajectory], table: TurnTable) -> np.ndarray:
         """Per table row: the critic's value of the state after a trajectory's last turn where the episode

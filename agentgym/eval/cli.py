@@ -15,6 +15,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def _add_eval(subparsers: argparse._SubParsersAction) -> None:
     from agentgym.eval.runner import DEFAULT_SEED
+    from agentgym.rollout import RolloutConfig
+
+    R = RolloutConfig()  # the defaults every mode shares (train embeds this config)
 
     p = subparsers.add_parser(
         "eval", help="evaluate a policy on a suite of envs and write JSON, markdown and HTML reports",
@@ -40,12 +43,16 @@ def _add_eval(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=4, help="envs stepped concurrently (default 4)")
     p.add_argument("--temperature", type=float, default=None,
                    help="sampling temperature (default 0 with one sample, 1.0 with several)")
-    p.add_argument("--max-tokens", type=int, default=256, help="max new tokens per turn (default 256)")
-    p.add_argument("--layout", choices=("trajectory", "step"), default="trajectory",
+    p.add_argument("--max-tokens", type=int, default=R.sampling.max_tokens,
+                   help=f"max new tokens per turn (default {R.sampling.max_tokens})")
+    p.add_argument("--layout", choices=("trajectory", "step"), default=R.layout,
                    help="prompt layout, as the model was trained: whole conversation or a history window")
-    p.add_argument("--history-turns", type=int, default=2, help="step layout: past turns per prompt (default 2)")
-    p.add_argument("--max-context-tokens", type=int, default=8192, help="context limit (default 8192)")
-    p.add_argument("--max-observation-tokens", type=int, default=None, help="truncate observations to this")
+    p.add_argument("--history-turns", type=int, default=R.history_turns,
+                   help=f"step layout: past turns per prompt (default {R.history_turns})")
+    p.add_argument("--max-context-tokens", type=int, default=R.max_context_tokens,
+                   help=f"context limit (default {R.max_context_tokens})")
+    p.add_argument("--max-observation-tokens", type=int, default=R.max_observation_tokens,
+                   help="truncate observations to this")
     p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
                    help="reuse finished episodes in --out (default on); --no-resume starts afresh")
     p.add_argument("--async", dest="async_mode", action="store_true",

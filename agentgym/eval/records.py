@@ -9,8 +9,10 @@ from typing import Any
 
 from agentgym.errors import ConfigError
 from agentgym.registration import SuiteEntry
+from agentgym.rollout import RolloutConfig
 from agentgym.trajectory import Trajectory
 
+ROLLOUT = RolloutConfig()  # eval's rollout defaults are the engine's, which training embeds: one set
 CUSTOM_SUITE = "custom"  # the suite name of `--env ID ...` runs: reports name the envs instead
 DEFAULT_SEED = 1_000_000  # held out: training draws its tasks from seeds counting up from 0 (as the trainer's eval)
 # fields that must match for a resumed run to be the same eval (episodes may grow: new seeds are added)
@@ -33,11 +35,11 @@ class EvalConfig:
     max_turns: int | None = None             # None: each env's registered turn limit
     workers: int = 4                         # envs stepped concurrently
     temperature: float | None = None         # None: greedy (0) for one sample, 1.0 for several
-    max_tokens: int = 256                    # per turn
-    layout: str = "trajectory"               # as in training: "trajectory" (whole chat) or "step" (window)
-    history_turns: int = 2                   # step layout: past turns kept in each prompt
-    max_context_tokens: int | None = 8192    # an episode whose next prompt would not fit ends (context_full)
-    max_observation_tokens: int | None = None  # observations truncated to this many tokens
+    max_tokens: int = ROLLOUT.sampling.max_tokens  # per turn
+    layout: str = ROLLOUT.layout             # as in training: "trajectory" (whole chat) or "step" (window)
+    history_turns: int = ROLLOUT.history_turns  # step layout: past turns kept in each prompt
+    max_context_tokens: int | None = ROLLOUT.max_context_tokens  # an episode whose next prompt would not fit ends (context_full)
+    max_observation_tokens: int | None = ROLLOUT.max_observation_tokens  # observations truncated to this many tokens
     resume: bool = True                      # reuse OUT's finished episodes; False starts afresh
     keep_prompt_ids: bool = False            # store every turn's prompt token ids (large; for debugging)
     async_mode: bool = False                 # send each env's next request as soon as it is ready (servers)

@@ -85,7 +85,7 @@ def learner(tmp_path: Path):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from agentgym.train.config import ArcherSection
+    from agentgym.train.algorithm import ArcherSection
     from agentgym.train.tiny import build_tiny
     from agentgym.train.updaters.archer import ArcherLearner
 

@@ -135,7 +135,7 @@ def test_choice_update_ratio_starts_at_one_with_or_without_the_old_pass(tiny, ep
     p2 = chat.continue_prompt(p1, list(cands[1]), "room 0 . hold key .")
     seq = ChoiceSequence(tuple(p2), (ChoiceTurn(0, len(p1), cands, 1), ChoiceTurn(1, len(p2), cands, 2)))
     cfg = load_config("toy_learning", [f"train.ppo_epochs={epochs}", "train.mini_batches=1", "optim.lr=1e-3",
-                                        "algorithm.entropy_coef=0"])
+                                        "algorithm.regularisers.entropy_coef=0"])
     model = copy.deepcopy(model).train()
     optimizer, scheduler = make_optimizer(cfg, model, None)
     c = Components(model=model, tokenizer=tok, policy=None, chat=chat, critic=None, ref=None, optimizer=optimizer,

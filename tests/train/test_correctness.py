@@ -11,7 +11,8 @@ from agentgym.chat import ChatFormat
 from agentgym.policies.scripted import OraclePolicy
 from agentgym.rollout import RolloutConfig, next_prompt_ids, rollout
 from agentgym.train.estimators import advantages as A
-from agentgym.train.config import AlgorithmSection, config_from_dict
+from agentgym.train.algorithm import AlgorithmSection, GaeSection, ShapingSection, ValueSection
+from agentgym.train.config import config_from_dict
 from agentgym.train.samples import build_samples, verify_samples
 from agentgym.train.estimators import estimators
 from agentgym.train.estimators.targets import (build_targets, overlong_penalties, shape_rewards, truncated_is_weights,
@@ -79,11 +80,11 @@ def test_advantage_mode_penalises_only_the_offending_turn():
     bad = episode(0, [0.0] * 50, index=1)
     table = TurnTable.from_trajectories([good, bad])
     base = AlgorithmSection(estimator="grpo", norm="mean")
-    rew = turn_advantages(AlgorithmSection(estimator="grpo", norm="mean", invalid_penalty=0.1), table, [good, bad])
+    rew = turn_advantages(AlgorithmSection(estimator="grpo", norm="mean", shaping=ShapingSection(invalid_penalty=0.1)), table, [good, bad])
     # reward mode: 10 invalid turns x 0.1 eat the success: R = 1 - 1 = 0 = the failure's return
     assert rew[:50].max() == pytest.approx(0.0)
-    adv = turn_advantages(AlgorithmSection(estimator="grpo", norm="mean", invalid_penalty=0.1,
-                                           invalid_penalty_mode="advantage"), table, [good, bad])
+    adv = turn_advantages(AlgorithmSection(estimator="grpo", norm="mean", shaping=ShapingSection(
+        invalid_penalty=0.1, invalid_penalty_mode="advantage")), table, [good, bad])
     plain = turn_advantages(base, table, [good, bad])
     np.testing.assert_allclose(plain - adv, 0.1 * ~table.valid)
     assert (adv[:50] > adv[50:]).all()
@@ -94,7 +95,7 @@ def test_household_preset_defaults():
 
     cfg = load_config("household_gpu_vllm", [])
     a = cfg.algorithm
-    assert a.invalid_penalty_mode == "advantage" and a.tis_cap and a.overlong != "none"
+    assert a.shaping.invalid_penalty_mode == "advantage" and a.loss.tis_cap and a.shaping.overlong != "none"
     assert cfg.rollout.env_kwargs["success_reward"] == 10.0
 
 
@@ -112,10 +113,10 @@ def test_overlong_mask_and_penalty():
     samples = build_samples(trajs, "step")
     scored = Scored([np.zeros(len(s) - 1) for s in samples], None, None)
     table = TurnTable.from_trajectories(trajs)
-    cfg = AlgorithmSection(estimator="grpo", overlong="mask")
+    cfg = AlgorithmSection(estimator="grpo", shaping=ShapingSection(overlong="mask"))
     targets = build_targets(cfg, table, trajs, samples, scored)
     assert targets.loss_mask[0].sum() == 0 and all(m.sum() == 2 for m in targets.loss_mask[1:])
-    shaped = shape_rewards(AlgorithmSection(overlong="penalty", overlong_penalty=0.5), table, trajs, max_tokens=2)
+    shaped = shape_rewards(AlgorithmSection(shaping=ShapingSection(overlong="penalty", overlong_penalty=0.5)), table, trajs, max_tokens=2)
     assert shaped.reward.tolist() == [-0.5, 0.5, -0.5, -0.5]  # every 2-token response hit max_tokens=2
 
 
@@ -135,7 +136,7 @@ def test_gae_advantage_whitening():
     samples = build_samples(trajs, "step")
     scored = Scored([np.zeros(len(s) - 1) for s in samples], None, [np.full(len(s) - 1, 0.3) for s in samples])
     table = TurnTable.from_trajectories(trajs)
-    t = build_targets(AlgorithmSection(estimator="turn_gae", whiten_advantages=True), table, trajs, samples, scored)
+    t = build_targets(AlgorithmSection(estimator="turn_gae", gae=GaeSection(whiten_advantages=True)), table, trajs, samples, scored)
     flat = np.concatenate([a[s.row[1:] >= 0] for a, s in zip(t.advantages, samples)])
     assert flat.mean() == pytest.approx(0.0, abs=1e-9) and flat.std() == pytest.approx(1.0, abs=1e-6)
 
@@ -152,10 +153,10 @@ def test_every_estimator_resolves_to_one_builder():
 def test_new_options_validate():
     from agentgym.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="tis_cap"):
-        config_from_dict({"algorithm": {"tis_cap": 0.5}})
+    with pytest.raises(ConfigError, match="tis_cap must be >= 1"):
+        config_from_dict({"algorithm": {"loss": {"tis_cap": 0.5}}})
     with pytest.raises(ConfigError, match="did you mean|Did you mean"):
-        config_from_dict({"algorithm": {"invalid_penalty_mode": "advantages"}})
+        config_from_dict({"algorithm": {"shaping": {"invalid_penalty_mode": "advantages"}}})
 
 
 # ------------------------------------------------------------------ 5. failed episodes
@@ -253,6 +254,6 @@ def test_value_clip_relative_to_the_value_scale():
 
     returns = [np.array([0.0, 10.0, 0.0, -10.0])]
     targets = Targets([np.zeros(4)], returns, [np.array([1.0, 1.0, 1.0, 1.0])], [np.zeros(4)])
-    assert value_clip_range(AlgorithmSection(value_clip=0.2), targets) == 0.2
-    relative = value_clip_range(AlgorithmSection(value_clip=0.2, value_clip_scale="returns_std"), targets)
+    assert value_clip_range(AlgorithmSection(value=ValueSection(clip=0.2)), targets) == 0.2
+    relative = value_clip_range(AlgorithmSection(value=ValueSection(clip=0.2, clip_scale="returns_std")), targets)
     assert relative == pytest.approx(0.2 * np.std([0.0, 10.0, 0.0, -10.0]))

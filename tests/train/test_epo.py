@@ -64,7 +64,7 @@ def test_epo_and_hgpo_run_a_trainer_iteration(tmp_path: Path):
 
     cfg = load_config("toy_learning", [f"train.run_dir={tmp_path}", "rollout.groups=2", "rollout.group_size=4",
                                        "eval.every=0", "train.iterations=2", "algorithm.estimator=hgpo",
-                                       "algorithm.epo_coef=0.01"])
+                                       "algorithm.regularisers.epo_coef=0.01"])
     trainer = Trainer(cfg)
     trainer.run()
     metrics = read_metrics(tmp_path)

@@ -57,13 +57,15 @@ def test_registration_needs_exactly_one_builder():
 
 
 @pytest.mark.parametrize("override,option", [
-    ({"algorithm": {"kl_coef": 0.1}}, "algorithm.kl_coef"),
-    ({"algorithm": {"igpo_coef": 0.5}}, "algorithm.igpo_coef"),
-    ({"algorithm": {"epo_coef": 0.1}}, "algorithm.epo_coef"),
-    ({"algorithm": {"tis_cap": 2.0}}, "algorithm.tis_cap"),
-    ({"algorithm": {"overlong": "mask"}}, "algorithm.overlong"),
-    ({"algorithm": {"dual_clip": 3.0}}, "algorithm.dual_clip"),
-    ({"algorithm": {"whiten_advantages": True}}, "algorithm.whiten_advantages"),
+    ({"algorithm": {"regularisers": {"kl_coef": 0.1}}}, "algorithm.regularisers.kl_coef"),
+    ({"algorithm": {"igpo": {"coef": 0.5}}}, "algorithm.igpo.coef"),
+    ({"algorithm": {"regularisers": {"epo_coef": 0.1}}}, "algorithm.regularisers.epo_coef"),
+    ({"algorithm": {"loss": {"tis_cap": 2.0}}}, "algorithm.loss.tis_cap"),
+    ({"algorithm": {"shaping": {"overlong": "mask"}}}, "algorithm.shaping.overlong"),
+    ({"algorithm": {"loss": {"dual_clip": 3.0}}}, "algorithm.loss.dual_clip"),
+    ({"algorithm": {"loss": {"ratio_level": "sequence"}}}, "algorithm.loss.ratio_level"),
+    ({"algorithm": {"loss": {"agg": "seq-mean-token-sum"}}}, "algorithm.loss.agg"),
+    ({"algorithm": {"gae": {"whiten_advantages": True}}}, "algorithm.gae.whiten_advantages"),
     ({"algorithm": {"estimator": "turn_gae"}, "model": {"critic": "shared"}}, "algorithm.estimator"),
     ({"algorithm": {"estimator": "turn_gae"}}, "algorithm.estimator"),
     ({"model": {"critic": "shared"}}, "model.critic"),
@@ -84,5 +86,26 @@ def test_vllm_rollouts_with_admissible_mode_are_refused():
 
 def test_each_mode_gets_its_updater_and_token_ppo_takes_every_option():
     assert updater_for(config_from_dict(ADMISSIBLE)).name == "choice_ppo"
-    token = config_from_dict({"algorithm": {"kl_coef": 0.1, "tis_cap": 2.0, "overlong": "mask", "epo_coef": 0.1}})
+    token = config_from_dict({"algorithm": {"regularisers": {"kl_coef": 0.1, "epo_coef": 0.1},
+                                            "loss": {"tis_cap": 2.0}, "shaping": {"overlong": "mask"}}})
     assert updater_for(token).name == "token_ppo"
+
+
+@pytest.mark.parametrize("old,new", [("clip_low", "loss.clip_low"), ("loss_agg", "loss.agg"),
+                                     ("kl_coef", "regularisers.kl_coef"), ("step_weight", "gigpo.step_weight"),
+                                     ("hgpo_levels", "hgpo.levels"), ("lam", "gae.lam"), ("igpo_coef", "igpo.coef"),
+                                     ("invalid_penalty", "shaping.invalid_penalty"), ("value_clip", "value.clip")])
+def test_the_old_flat_algorithm_keys_are_refused_with_the_new_spelling(old, new):
+    for attempt in (lambda: config_from_dict({"algorithm": {old: 0.1}}),
+                    lambda: config_from_dict({}, [f"algorithm.{old}=0.1"])):
+        with pytest.raises(ConfigError) as error:
+            attempt()
+        assert str(error.value) == f"algorithm.{old} moved: write algorithm.{new}"
+
+
+def test_every_old_flat_key_has_a_home_that_exists():
+    from agentgym.train.algorithm import MOVED_ALGORITHM_KEYS
+    from agentgym.train.options import options
+
+    names = {o.name for o in options()}
+    assert all(f"algorithm.{new}" in names for new in MOVED_ALGORITHM_KEYS.values())

@@ -29,7 +29,7 @@ SMALL = ["rollout.groups=2", "rollout.group_size=4", "eval.every=0", "train.mini
 # 3 mini-batches of 2-sample micro-batches: 64 samples split 22/21/21, so in two of them one rank has a
 # micro-batch fewer than the other and must run a zero-loss filler to join FSDP's collectives
 FILLERS = ["train.mini_batches=3", "train.micro_batch_size=2"]
-KL = ["algorithm.kl_coef=0.05"]  # a frozen reference copy, sharded like the model under fsdp
+KL = ["algorithm.regularisers.kl_coef=0.05"]  # a frozen reference copy, sharded like the model under fsdp
 GAE = ["algorithm.estimator=turn_gae"]
 
 
@@ -276,7 +276,7 @@ def test_admissible_mode_under_torchrun_is_refused(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     config = load_config("toy_learning", ["rollout.action_mode=admissible"])
     with pytest.raises(ConfigError, match="action_mode"):
-        D.setup("fsdp", None, config)
+        D.setup("fsdp", None, config, make_policy=None, make_optimizer=None)
 
 
 def test_one_gpu_index_for_every_rank_is_refused(monkeypatch):

@@ -100,7 +100,7 @@ def test_hgpo_is_selectable_in_a_config_and_builds_targets():
     from agentgym.train.config import config_from_dict
     from agentgym.train.estimators.targets import turn_advantages
 
-    cfg = config_from_dict({}, ["algorithm.estimator=hgpo", "algorithm.hgpo_levels=1", "algorithm.gamma=1.0"])
+    cfg = config_from_dict({}, ["algorithm.estimator=hgpo", "algorithm.hgpo.levels=1", "algorithm.gamma=1.0"])
     a, b = ([turn(0, "o0", "left"), turn(1, "s", "up")], [turn(0, "o0", "right"), turn(1, "s", "up")])
     trajs = []
     for i, (turns, reward) in enumerate([(a, 1.0), (a, 0.0), (b, 1.0), (b, 1.0)]):
@@ -113,5 +113,5 @@ def test_hgpo_is_selectable_in_a_config_and_builds_targets():
     np.testing.assert_allclose(got, expected)
     # the turn-1 rows carry the worked example's step advantages (eps 1e-6 aside)
     np.testing.assert_allclose(got[1::2] - adv.grpo(table)[1::2], [0.63807, -0.97140, 0.16667, 0.16667], atol=1e-4)
-    with pytest.raises(ConfigError, match="hgpo_levels"):
-        config_from_dict({}, ["algorithm.hgpo_levels=-1"])
+    with pytest.raises(ConfigError, match="hgpo.levels"):
+        config_from_dict({}, ["algorithm.hgpo.levels=-1"])

@@ -90,7 +90,7 @@ def test_igpo_in_a_trainer_iteration_on_the_search_env(tmp_path: Path, monkeypat
                                        "rollout.env_kwargs={}", "rollout.max_turns=2", "rollout.groups=1",
                                        "rollout.group_size=2", "rollout.max_new_tokens=4",
                                        "rollout.max_context_tokens=2048", "eval.every=0", "train.iterations=1",
-                                       "algorithm.igpo_coef=1.0", "algorithm.estimator=hgpo"])
+                                       "algorithm.igpo.coef=1.0", "algorithm.estimator=hgpo"])
     seen = []
     trainer = Trainer(cfg)
     original = igpo.with_info_gain

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from agentgym.errors import TokenMismatchError
-from agentgym.train.config import AlgorithmSection
+from agentgym.train.algorithm import AlgorithmSection, GaeSection
 from agentgym.train.samples import build_samples, collate, micro_batches
 from agentgym.train.estimators.targets import anchor_texts, build_targets
 from agentgym.train.trainer import keep_varied_groups, turn_cap
@@ -73,7 +73,7 @@ def test_turn_gae_reads_values_before_each_turn():
     # shifted positions: turn 0's first action token (id 10, index 2) is predicted at position 1
     values = np.array([0.0, 0.5, 0.0, 0.0, 0.8, 0.0])
     scored = Scored([np.zeros(6)], None, [values])
-    cfg = AlgorithmSection(estimator="turn_gae", gamma=0.9, lam=0.5)
+    cfg = AlgorithmSection(estimator="turn_gae", gamma=0.9, gae=GaeSection(lam=0.5))
     t = build_targets(cfg, table, ts, samples, scored)
     # the turn_gae worked example: A = (.31, .2), returns (.81, 1.0), critic trained at positions 1 and 4
     np.testing.assert_allclose(t.advantages[0], [0, 0.31, 0.31, 0, 0.2, 0.2])
@@ -86,7 +86,7 @@ def test_bi_level_targets_cover_every_action_token():
     samples = build_samples(ts, "step")
     table = TurnTable.from_trajectories(ts)
     scored = Scored([np.zeros(len(s) - 1) for s in samples], None, [np.full(len(s) - 1, 0.5) for s in samples])
-    t = build_targets(AlgorithmSection(estimator="bi_level_gae", gamma=1.0, lam=1.0, lam_token=1.0), table, ts,
+    t = build_targets(AlgorithmSection(estimator="bi_level_gae", gamma=1.0, gae=GaeSection(lam=1.0, lam_token=1.0)), table, ts,
                       samples, scored)
     # gamma = lambda = 1: A_j = (sum of later rewards) - V_j = 1 - .5 on every action token
     for a, m in zip(t.advantages, t.value_mask):

@@ -11,10 +11,10 @@ from agentgym.train.config import PRESET_DIR, TrainConfig, config_from_dict, loa
 
 def test_defaults_are_valid_and_overrides_apply():
     cfg = config_from_dict({}, ["algorithm.gamma=0.9", "rollout.group_size=4", "model.lora.enabled=true",
-                                "algorithm.turn_cap_schedule=[[0, 2], [5, 4]]", "algorithm.dual_clip=3"])
+                                "algorithm.turn_cap_schedule=[[0, 2], [5, 4]]", "algorithm.loss.dual_clip=3"])
     assert isinstance(cfg, TrainConfig)
     assert cfg.algorithm.gamma == 0.9 and cfg.rollout.group_size == 4 and cfg.model.lora.enabled
-    assert cfg.algorithm.turn_cap_schedule == ((0, 2), (5, 4)) and cfg.algorithm.dual_clip == 3.0
+    assert cfg.algorithm.turn_cap_schedule == ((0, 2), (5, 4)) and cfg.algorithm.loss.dual_clip == 3.0
     # YAML 1.1 reads 2e-4 (no dot) as a string; a float field takes it as the number it means
     assert config_from_dict({}, ["optim.lr=2e-4"]).optim.lr == 2e-4
 
@@ -35,7 +35,7 @@ def test_yaml_file(tmp_path: Path):
     (["algorithm.gamma=1.5"], r"gamma must be in \[0, 1\]"),
     (["train.iterations=many"], "must be an integer"),
     (["optim.lr=fast"], "optim.lr must be a number"),
-    (["algorithm.dual_clip=0.5"], "dual_clip must be > 1"),
+    (["algorithm.loss.dual_clip=0.5"], "dual_clip must be > 1"),
     (["model.policy=vllm:Qwen/Qwen2.5-1.5B-Instruct", "rollout.action_mode=admissible"], "action_mode=generate"),
     (["gamma"], "section.key=value"),
 ])
@@ -70,7 +70,7 @@ def test_options_list_every_leaf_with_its_default_and_doc():
     from agentgym.train.options import options
 
     def leaves(cls, prefix=""):
-        for f in dataclasses.fields(cls):
+        for f in (f for f in dataclasses.fields(cls) if f.init):  # init=False: derived, not an option
             value = getattr(cls(), f.name)
             yield from (leaves(type(value), f"{prefix}{f.name}.") if dataclasses.is_dataclass(value)
                         else [f"{prefix}{f.name}"])
@@ -79,6 +79,7 @@ def test_options_list_every_leaf_with_its_default_and_doc():
     assert set(listed) == set(leaves(TrainConfig))
     assert listed["algorithm.gamma"].default == 0.95 and listed["algorithm.gamma"].doc.startswith("Turn discount")
     assert "KV-cache space in GiB" in listed["model.vllm.kv_cache_gib"].doc
+    assert listed["rollout.layout"].doc.startswith('"trajectory"')  # documented once, on the engine's config
     out = subprocess.run([sys.executable, "-m", "agentgym.train", "--options"], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and "model.vllm.cpu_threads" in out.stdout and "choice_ppo" in out.stdout
@@ -86,7 +87,7 @@ def test_options_list_every_leaf_with_its_default_and_doc():
 
 
 def test_model_specs_split_into_backend_kind_and_name():
-    from agentgym.train.setup import split_model_spec
+    from agentgym.policies.registry import split_model_spec
 
     assert split_model_spec("hf:smollm2-135m-instruct") == ("hf", "hf", "smollm2-135m-instruct")
     assert split_model_spec("vllm:tiny:keydoor") == ("vllm", "tiny", "keydoor")
@@ -94,6 +95,8 @@ def test_model_specs_split_into_backend_kind_and_name():
     assert split_model_spec("vllm:Qwen/Qwen2.5-1.5B-Instruct") == ("vllm", "hf", "Qwen/Qwen2.5-1.5B-Instruct")
     with pytest.raises(ConfigError, match="use hf:MODEL"):
         split_model_spec("gguf:model")
+    with pytest.raises(ConfigError, match="use hf:MODEL"):  # refused at load, not when the trainer starts
+        config_from_dict({"model": {"policy": "gguf:model"}})
 
 
 def test_the_vllm_policy_gets_the_engine_settings_of_the_config(tmp_path, monkeypatch):
@@ -109,3 +112,31 @@ def test_the_vllm_policy_gets_the_engine_settings_of_the_config(tmp_path, monkey
     assert seen["kv_cache_gib"] == 0.5 and seen["cpu_threads"] == 2 and seen["logprobs_mode"] == "processed_logprobs"
     assert seen["max_model_len"] == cfg.rollout.max_context_tokens + cfg.rollout.max_new_tokens
     assert "skip_tokenizer_init" not in seen and "enable_lora" not in seen
+
+
+def test_one_rollout_config_with_one_set_of_defaults():
+    """The train config's rollout section is the engine's RolloutConfig plus training's fields; eval's
+    defaults are the same; the engine config a section hands the rollout keeps every engine field."""
+    import dataclasses
+
+    from agentgym.eval.records import EvalConfig
+    from agentgym.registration import SuiteEntry
+    from agentgym.rollout import RolloutConfig
+    from agentgym.train.config import RolloutSection
+
+    engine, section = RolloutConfig(), RolloutSection()
+    assert isinstance(section, RolloutConfig)
+    shared = [f.name for f in dataclasses.fields(RolloutConfig) if f.name != "sampling"]
+    assert all(getattr(section, n) == getattr(engine, n) for n in shared)
+    assert section.max_new_tokens == engine.sampling.max_tokens == 256
+    ev = EvalConfig(policy="random", entries=(SuiteEntry("agentgym/Toy-KeyDoor-v0"),), out_dir="o")
+    assert (ev.layout, ev.history_turns, ev.max_context_tokens, ev.max_observation_tokens, ev.max_tokens) == \
+        (engine.layout, engine.history_turns, engine.max_context_tokens, engine.max_observation_tokens, 256)
+    custom = config_from_dict({"rollout": {"layout": "step", "history_turns": 3, "env_timeout_s": 5,
+                                           "max_new_tokens": 7, "temperature": 0.5}}).rollout
+    built = custom.engine_config(temperature=0.0, stop=("</s>",), seed=3, max_turns=4)
+    assert type(built) is RolloutConfig and built.max_turns == 4 and built.env_timeout_s == 5
+    assert all(getattr(built, n) == getattr(custom, n) for n in shared if n != "max_turns")
+    assert built.sampling == dataclasses.replace(engine.sampling, temperature=0.0, max_tokens=7, stop=("</s>",), seed=3)
+    with pytest.raises(ConfigError, match="unknown config key 'rollout.sampling'"):
+        config_from_dict({"rollout": {"sampling": {"temperature": 0.5}}})

@@ -78,19 +78,19 @@ def test_checkpoint_model_loads_as_a_policy(tmp_path: Path):
 
 
 @pytest.mark.parametrize("extra", [
-    ["algorithm.estimator=turn_gae", "model.critic=shared", "algorithm.ratio_level=turn"],
-    ["algorithm.estimator=bi_level_gae", "model.critic=shared", "algorithm.kl_coef=0.1", "algorithm.entropy_coef=0.01",
+    ["algorithm.estimator=turn_gae", "model.critic=shared", "algorithm.loss.ratio_level=turn"],
+    ["algorithm.estimator=bi_level_gae", "model.critic=shared", "algorithm.regularisers.kl_coef=0.1", "algorithm.regularisers.entropy_coef=0.01",
      "logging.tensorboard=true"],
     ["algorithm.estimator=turn_gae", "model.critic=separate"],
-    ["algorithm.similarity=0.9", "algorithm.norm=mean", "algorithm.episode_stats=turn"],
-    ["algorithm.estimator=rloo", "algorithm.dynamic_sampling=true", "algorithm.ratio_level=sequence",
+    ["algorithm.gigpo.similarity=0.9", "algorithm.norm=mean", "algorithm.episode_stats=turn"],
+    ["algorithm.estimator=rloo", "algorithm.dynamic_sampling=true", "algorithm.loss.ratio_level=sequence",
      "algorithm.turn_cap_schedule=[[0, 2]]", "rollout.layout=trajectory"],
     ["algorithm.estimator=reinforce_pp", "model.lora.enabled=true", "model.lora.target_modules=[q_proj, v_proj]",
-     "algorithm.kl_coef=0.05", "algorithm.dual_clip=3"],
-    ["algorithm.tis_cap=2", "algorithm.overlong=mask", "algorithm.invalid_penalty=0.1",
-     "algorithm.invalid_penalty_mode=advantage", "train.verify_samples=5"],
-    ["algorithm.estimator=turn_gae", "model.critic=separate", "rollout.max_turns=2", "algorithm.whiten_advantages=true",
-     "algorithm.value_clip_scale=returns_std", "optim.critic_max_grad_norm=0.5", "algorithm.overlong=penalty"],
+     "algorithm.regularisers.kl_coef=0.05", "algorithm.loss.dual_clip=3"],
+    ["algorithm.loss.tis_cap=2", "algorithm.shaping.overlong=mask", "algorithm.shaping.invalid_penalty=0.1",
+     "algorithm.shaping.invalid_penalty_mode=advantage", "train.verify_samples=5"],
+    ["algorithm.estimator=turn_gae", "model.critic=separate", "rollout.max_turns=2", "algorithm.gae.whiten_advantages=true",
+     "algorithm.value.clip_scale=returns_std", "optim.critic_max_grad_norm=0.5", "algorithm.shaping.overlong=penalty"],
 ])
 def test_every_estimator_and_option_runs_an_iteration(tmp_path: Path, extra):
     run = train(small_config(tmp_path / "r", "train.iterations=1", *extra))
@@ -99,7 +99,7 @@ def test_every_estimator_and_option_runs_an_iteration(tmp_path: Path, extra):
     assert m["verified_samples"] == (5 if "train.verify_samples=5" in extra else m["samples"])
     if any(e.startswith("model.critic=") for e in extra):
         assert m["value_loss"] > 0 and m["critic_grad_norm"] > 0
-    if "algorithm.tis_cap=2" in extra:  # the sampler is the trained model itself: weights 1
+    if "algorithm.loss.tis_cap=2" in extra:  # the sampler is the trained model itself: weights 1
         assert m["tis/weight_mean"] == pytest.approx(1.0, abs=1e-3)
         # max_new_tokens=1: every one-word response is cut at the limit, so every action token is masked
         assert m["overlong_rate"] == 1.0 and m["overlong/masked_tokens"] == m["samples"]

@@ -103,7 +103,7 @@ register_estimator("rloo", turn_advantages=_T + "rloo_turns", needs_groups=True,
 register_estimator("reinforce_pp", turn_advantages=_T + "reinforce_pp_turns",
                    doc="REINFORCE++: discounted turn returns normalised over the whole batch")
 register_estimator("hgpo", turn_advantages=_T + "hgpo_turns", needs_groups=True,
-                   doc="HGPO: GiGPO whose step groups are also keyed by 1..hgpo_levels turns of agreeing context")
+                   doc="HGPO: GiGPO whose step groups are also keyed by 1..algorithm.hgpo.levels turns of agreeing context")
 register_estimator("turn_gae", targets=_T + "turn_gae_targets", needs_critic=True,
                    doc="turn-level GAE: the critic's value at each turn's first action token, a turn clock")
 register_estimator("bi_level_gae", targets=_T + "bi_level_targets", needs_critic=True,

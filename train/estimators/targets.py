@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from agentgym.train.estimators import advantages as A
-from agentgym.train.config import AlgorithmSection
+from agentgym.train.algorithm import AlgorithmSection
 from agentgym.train.estimators import get_estimator
 from agentgym.train.batch import Sample, Scored, Targets
 from agentgym.trajectory import Trajectory, TurnTable
@@ -45,23 +45,23 @@ def turn_column(trajectories: Sequence[Trajectory], fn: Callable[[Any], Any]) ->
 
 def shape_rewards(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory], max_tokens: int
                   ) -> TurnTable:
-    """The table with overlong penalties subtracted from turn rewards (algorithm.overlong=penalty)."""
-    if cfg.overlong != "penalty" or not len(table):
+    """The table with overlong penalties subtracted from turn rewards (algorithm.shaping.overlong=penalty)."""
+    if cfg.shaping.overlong != "penalty" or not len(table):
         return table
     lengths = turn_column(trajectories, lambda k: len(k.response_ids))
-    reward = table.reward - overlong_penalties(lengths, max_tokens, cfg.overlong_buffer, cfg.overlong_penalty)
+    reward = table.reward - overlong_penalties(lengths, max_tokens, cfg.shaping.overlong_buffer, cfg.shaping.overlong_penalty)
     return TurnTable(table.group, table.traj, table.turn, table.anchor, reward, table.valid, table.terminated)
 
 
 def _reward_penalty(cfg: AlgorithmSection) -> float:
-    return cfg.invalid_penalty if cfg.invalid_penalty_mode == "reward" else 0.0
+    return cfg.shaping.invalid_penalty if cfg.shaping.invalid_penalty_mode == "reward" else 0.0
 
 
 def _advantage_penalty(cfg: AlgorithmSection, table: TurnTable) -> np.ndarray:
     """Per-turn penalty subtracted from the offending turn's advantage only (invalid_penalty_mode=advantage)."""
-    if cfg.invalid_penalty_mode != "advantage" or not cfg.invalid_penalty:
+    if cfg.shaping.invalid_penalty_mode != "advantage" or not cfg.shaping.invalid_penalty:
         return np.zeros(len(table))
-    return cfg.invalid_penalty * (~table.valid)
+    return cfg.shaping.invalid_penalty * (~table.valid)
 
 
 def truncated_is_weights(trainer_logprobs: np.ndarray, sampler_logprobs: np.ndarray, mask: np.ndarray,
@@ -77,11 +77,11 @@ def _loss_extras(cfg: AlgorithmSection, samples: Sequence[Sample], scored: Score
                  ) -> dict[str, list[np.ndarray] | None]:
     """The actor-loss mask (overlong=mask) and the TIS weights of each sample."""
     extras: dict[str, list[np.ndarray] | None] = {"loss_mask": None, "is_weights": None}
-    if cfg.overlong == "mask" and overlong is not None:
+    if cfg.shaping.overlong == "mask" and overlong is not None:
         extras["loss_mask"] = [((s.row[1:] >= 0) & ~overlong[np.maximum(s.row[1:], 0)]).astype(np.float64)
                                for s in samples]
-    if cfg.tis_cap is not None:
-        extras["is_weights"] = [truncated_is_weights(o, s.rollout_logprobs[1:], s.row[1:] >= 0, cfg.tis_cap)
+    if cfg.loss.tis_cap is not None:
+        extras["is_weights"] = [truncated_is_weights(o, s.rollout_logprobs[1:], s.row[1:] >= 0, cfg.loss.tis_cap)
                                 for o, s in zip(scored.old_logprobs, samples)]
     return extras
 
@@ -99,16 +99,16 @@ def whiten(advantages: list[np.ndarray], segs: list[np.ndarray]) -> list[np.ndar
 
 def gigpo_turns(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory], penalty: float
            ) -> np.ndarray:
-    texts = anchor_texts(trajectories) if cfg.similarity is not None else None
-    return A.gigpo(table, cfg.gamma, cfg.step_weight, cfg.norm, cfg.eps, episode_stats=cfg.episode_stats,
-                   anchor_text=texts, similarity=cfg.similarity, invalid_penalty=penalty)
+    texts = anchor_texts(trajectories) if cfg.gigpo.similarity is not None else None
+    return A.gigpo(table, cfg.gamma, cfg.gigpo.step_weight, cfg.norm, cfg.eps, episode_stats=cfg.episode_stats,
+                   anchor_text=texts, similarity=cfg.gigpo.similarity, invalid_penalty=penalty)
 
 
 def hgpo_turns(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory], penalty: float
           ) -> np.ndarray:
-    codes = A.history_level_codes([k.history for t in trajectories for k in t.turns], cfg.hgpo_levels)
-    return A.hgpo(table, codes, cfg.gamma, cfg.step_weight, cfg.norm, cfg.eps, invalid_penalty=penalty,
-                  episode_stats=cfg.episode_stats, alpha=cfg.hgpo_alpha)
+    codes = A.history_level_codes([k.history for t in trajectories for k in t.turns], cfg.hgpo.levels)
+    return A.hgpo(table, codes, cfg.gamma, cfg.gigpo.step_weight, cfg.norm, cfg.eps, invalid_penalty=penalty,
+                  episode_stats=cfg.episode_stats, alpha=cfg.hgpo.alpha)
 
 
 def grpo_turns(cfg: AlgorithmSection, table: TurnTable, _: Sequence[Trajectory], penalty: float) -> np.ndarray:
@@ -157,7 +157,7 @@ def turn_gae_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequ
     for rows, v in zip(segs, scored.old_values):
         turns, first = _first_positions(rows)
         values[turns] = v[first]
-    adv, ret = A.turn_gae(table, values, cfg.gamma, cfg.lam, _reward_penalty(cfg), final_values)
+    adv, ret = A.turn_gae(table, values, cfg.gamma, cfg.gae.lam, _reward_penalty(cfg), final_values)
     adv = adv - _advantage_penalty(cfg, table)
     advantages, returns, vmask = [], [], []
     for rows in segs:
@@ -167,7 +167,7 @@ def turn_gae_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequ
         r[first], m[first] = ret[turns], 1.0
         returns.append(r)
         vmask.append(m)
-    return Targets(whiten(advantages, segs) if cfg.whiten_advantages else advantages, returns, vmask, segs)
+    return Targets(whiten(advantages, segs) if cfg.gae.whiten_advantages else advantages, returns, vmask, segs)
 
 
 def bi_level_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory],
@@ -176,8 +176,8 @@ def bi_level_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequ
     token_row = np.concatenate([rows[w] for rows, w in zip(segs, where)]) if segs else np.zeros(0, np.int64)
     token_val = np.concatenate([v[w] for v, w in zip(scored.old_values, where)]) if segs else np.zeros(0)
     order = np.argsort(token_row, kind="stable")  # table rows are (traj, turn) ordered; positions stay in order
-    adv_sorted, ret_sorted = A.bi_level_gae(table, token_row[order], token_val[order], cfg.gamma, cfg.lam,
-                                            cfg.lam_token, _reward_penalty(cfg), final_values)
+    adv_sorted, ret_sorted = A.bi_level_gae(table, token_row[order], token_val[order], cfg.gamma, cfg.gae.lam,
+                                            cfg.gae.lam_token, _reward_penalty(cfg), final_values)
     adv_flat, ret_flat = np.empty(len(order)), np.empty(len(order))
     adv_flat[order], ret_flat[order] = adv_sorted, ret_sorted
     adv_flat -= _advantage_penalty(cfg, table)[token_row] if len(token_row) else 0.0
@@ -189,7 +189,7 @@ def bi_level_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequ
         advantages.append(a)
         returns.append(r)
         vmask.append(m)
-    return Targets(whiten(advantages, segs) if cfg.whiten_advantages else advantages, returns, vmask, segs)
+    return Targets(whiten(advantages, segs) if cfg.gae.whiten_advantages else advantages, returns, vmask, segs)
 
 
 def with_epo(targets: Targets, table: TurnTable, entropy_running: float | None) -> Targets:

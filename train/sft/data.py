@@ -91,10 +91,8 @@ class ExpertPolicy(ScriptedPolicy):
 
 def rollout_config(config: Any, max_turns: int | None, chat: Any) -> Any:
     """The RL rollout's layout, history window and token limits (greedy: the expert ignores sampling)."""
-    from agentgym.policies.base import SamplingParams
-    r = config.rollout
-    sampling = SamplingParams(temperature=0.0, max_tokens=r.max_new_tokens, stop=tuple(chat.stop_strings))
-    return r.engine_config(sampling, max_turns, executor="serial")
+    return config.rollout.engine_config(temperature=0.0, stop=chat.stop_strings, max_turns=max_turns,
+                                        executor="serial")
 
 
 def expert_trajectories(config: Any, chat: Any, expert: ExpertPolicy | None = None) -> list[Trajectory]:

@@ -83,7 +83,7 @@ class SFTRun:
     def __init__(self, config: TrainConfig):
         from agentgym.chat import ChatFormat
         from agentgym.train.setup import env_tools, load_model
-        from agentgym.train.trainer import seed_everything
+        from agentgym.train.checkpoint import seed_everything
 
         self.cfg, self.run_dir = config, sft_run_dir(config)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -171,15 +171,12 @@ class SFTRun:
 
     def evaluate(self) -> dict[str, float]:
         """Greedy success on the eval section's held-out seeds, as the RL trainer evaluates."""
-        from agentgym.policies.base import SamplingParams
         from agentgym.policies.hf import HFPolicy
         from agentgym.rollout import rollout
         from agentgym.train.metrics import rollout_metrics
 
         cfg, r, e = self.cfg, self.cfg.rollout, self.cfg.eval
-        sampling = SamplingParams(temperature=e.temperature, max_tokens=r.max_new_tokens,
-                                  stop=tuple(self.chat.stop_strings), seed=cfg.train.seed)
-        rc = r.engine_config(sampling, r.max_turns)
+        rc = r.engine_config(temperature=e.temperature, stop=self.chat.stop_strings, seed=cfg.train.seed)
         seeds = list(range(e.seed_start, e.seed_start + e.seeds))
         t = time.perf_counter()
         policy = HFPolicy(self.model, self.tokenizer)

@@ -16,8 +16,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from agentgym.train.batch import Components
 from agentgym.train.config import TrainConfig
-from agentgym.train.setup import Components
 from agentgym.train.estimators.targets import turn_advantages
 from agentgym.trajectory import Trajectory, TurnTable
 
@@ -123,11 +123,11 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
                 adv = torch.tensor([float(advantages[t.row]) for t in seq.turns], device=new.device)
                 before = new.detach() if old[i] is None else torch.tensor(old[i], device=new.device)
                 ratio = torch.exp(new - before)
-                clipped = ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high)
+                clipped = ratio.clamp(1 - cfg.loss.clip_low, 1 + cfg.loss.clip_high)
                 loss = -torch.minimum(ratio * adv, clipped * adv).sum() / n_turns
                 ent = torch.stack([-(lp.exp() * lp).sum() for lp in logps])
-                if cfg.entropy_coef:
-                    loss = loss - cfg.entropy_coef * ent.sum() / n_turns
+                if cfg.regularisers.entropy_coef:
+                    loss = loss - cfg.regularisers.entropy_coef * ent.sum() / n_turns
                 loss.backward()
                 stats.policy_loss += float(loss.item()) * n_turns
                 stats.clip_fraction += float(((ratio - clipped).abs() > 1e-8).float().sum())

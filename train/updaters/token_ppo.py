@@ -14,10 +14,10 @@ import numpy as np
 import torch
 
 from agentgym.train.updaters import losses as L
-from agentgym.train.config import AlgorithmSection, TrainConfig
-from agentgym.train.batch import Sample, Scored, Targets
+from agentgym.train.algorithm import AlgorithmSection
+from agentgym.train.config import TrainConfig
+from agentgym.train.batch import Components, Sample, Scored, Targets
 from agentgym.train.samples import collate, micro_batches
-from agentgym.train.setup import Components
 
 
 @dataclass(frozen=True)
@@ -183,11 +183,11 @@ def _denom(samples: Sequence[Sample], index: Sequence[int], agg: str, targets: T
 
 
 def value_clip_range(cfg: AlgorithmSection, targets: Targets) -> float | None:
-    """algorithm.value_clip, in units of the value targets' spread when value_clip_scale=returns_std."""
-    if cfg.value_clip is None or cfg.value_clip_scale == "absolute" or not targets.returns:
-        return cfg.value_clip
+    """algorithm.value.clip, in units of the value targets' spread when value_clip_scale=returns_std."""
+    if cfg.value.clip is None or cfg.value.clip_scale == "absolute" or not targets.returns:
+        return cfg.value.clip
     masked = np.concatenate([r[m > 0] for r, m in zip(targets.returns, targets.value_mask)])
-    return cfg.value_clip * max(float(masked.std()) if masked.size > 1 else 1.0, 1e-3)
+    return cfg.value.clip * max(float(masked.std()) if masked.size > 1 else 1.0, 1e-3)
 
 
 def micro_loss(cfg: AlgorithmSection, f: Forward, index: Sequence[int], scored: Scored, targets: Targets,
@@ -199,30 +199,30 @@ def micro_loss(cfg: AlgorithmSection, f: Forward, index: Sequence[int], scored: 
     adv, old = pad(targets.advantages), pad(scored.old_logprobs)
     seg = pad(targets.segments).long().clamp(min=0)
     actor_mask = f.mask if targets.loss_mask is None else f.mask * pad(targets.loss_mask)
-    out = L.ppo_policy_loss(f.logprobs, old, adv, actor_mask, clip_low=cfg.clip_low, clip_high=cfg.clip_high,
-                            dual_clip=cfg.dual_clip, ratio_level=cfg.ratio_level, segments=seg, agg=cfg.loss_agg,
+    out = L.ppo_policy_loss(f.logprobs, old, adv, actor_mask, clip_low=cfg.loss.clip_low, clip_high=cfg.loss.clip_high,
+                            dual_clip=cfg.loss.dual_clip, ratio_level=cfg.loss.ratio_level, segments=seg, agg=cfg.loss.agg,
                             denom=denom, weights=None if targets.is_weights is None else pad(targets.is_weights))
     loss = out.loss
     stats.policy_loss += out.loss.item()
     stats.clip_fraction += out.clip_fraction
     stats.approx_kl += out.approx_kl
     if scored.ref_logprobs is not None:
-        kl = L.aggregate(L.kl_penalty(f.logprobs, pad(scored.ref_logprobs), cfg.kl_estimator), f.mask,
-                         cfg.loss_agg, denom)
-        loss = loss + cfg.kl_coef * kl
+        kl = L.aggregate(L.kl_penalty(f.logprobs, pad(scored.ref_logprobs), cfg.regularisers.kl_estimator), f.mask,
+                         cfg.loss.agg, denom)
+        loss = loss + cfg.regularisers.kl_coef * kl
         stats.kl += kl.item() * denom / max(f.mask.sum().item(), 1.0)
     if f.entropy is not None and f.entropy.numel():
         ent_mean = f.entropy.mean()
         stats.entropy += ent_mean.item()
-        if cfg.entropy_coef:
+        if cfg.regularisers.entropy_coef:
             ent = torch.zeros_like(f.logprobs).masked_scatter(f.mask.bool(), f.entropy)
-            loss = loss - cfg.entropy_coef * L.aggregate(ent, f.mask, cfg.loss_agg, denom)
-    if cfg.epo_coef and targets.traj_ids is not None and f.entropy is not None and f.entropy.numel():
+            loss = loss - cfg.regularisers.entropy_coef * L.aggregate(ent, f.mask, cfg.loss.agg, denom)
+    if cfg.regularisers.epo_coef and targets.traj_ids is not None and f.entropy is not None and f.entropy.numel():
         loss = loss + _epo_loss(cfg, f, pad(targets.traj_ids), targets.entropy_running, denom, len(index), stats)
     if f.values is not None and targets.returns is not None:
         vmask = pad(targets.value_mask)
         v = L.value_loss(f.values, pad(scored.old_values), pad(targets.returns), vmask, value_clip, "token-mean", vden)
-        loss = loss + cfg.value_coef * v
+        loss = loss + cfg.value.coef * v
         stats.value_loss += v.item()
     stats.micro += 1
     return loss
@@ -233,13 +233,13 @@ def _epo_loss(cfg: AlgorithmSection, f: Forward, traj: torch.Tensor, running: fl
     """EPO's terms on one micro-batch, weighted by its share of the mini-batch (its action tokens for
     token-mean, its samples for the seq-mean modes) so micro-batches add up as the policy loss does."""
     ent = torch.zeros_like(f.logprobs).masked_scatter(f.mask.bool(), f.entropy)
-    out = L.epo_regulariser(ent, f.mask, traj.long().clamp(min=0), cfg.epo_coef, running, cfg.epo_band,
-                            cfg.epo_smooth_coef)
+    out = L.epo_regulariser(ent, f.mask, traj.long().clamp(min=0), cfg.regularisers.epo_coef, running, cfg.regularisers.epo_band,
+                            cfg.regularisers.epo_smooth_coef)
     stats.epo_entropy += out.entropy
     stats.epo_weight += out.weight
     stats.epo_micro += 1
     share = {"token-mean": f.mask.sum().item(), "seq-mean-token-sum-norm": float(f.mask.numel())}.get(
-        cfg.loss_agg, float(n_samples)) / denom
+        cfg.loss.agg, float(n_samples)) / denom
     return out.loss * share
 
 
@@ -264,7 +264,7 @@ def ppo_update(c: Components, samples: Sequence[Sample], scored: Scored, targets
         order = rng.permutation(len(samples))
         for mini in np.array_split(order, min(tc.mini_batches, len(samples))):
             stats.policy_loss = stats.value_loss = 0.0  # report the last mini-batch's losses
-            denom = _denom(samples, mini, algo.loss_agg, targets)
+            denom = _denom(samples, mini, algo.loss.agg, targets)
             vden = max(sum(float(targets.value_mask[i].sum()) for i in mini), 1.0) if targets.value_mask else 1.0
             c.optimizer.zero_grad(set_to_none=True)
             micros = D.local_micro_batches(dist, samples, mini.tolist(), tc.micro_batch_size)
