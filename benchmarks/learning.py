@@ -23,6 +23,11 @@ VARIANTS: dict[str, list[str]] = {
     "gigpo+igpo": ["algorithm.estimator=gigpo", "algorithm.igpo.coef=0.1"],
     "gigpo+epo": ["algorithm.estimator=gigpo", "algorithm.regularisers.entropy_coef=0",
                   "algorithm.regularisers.epo_coef=0.01"],
+    # #27: a critic learnt by TD: turn-level GAE (on-policy, a separate value model) and ArCHer (off-policy,
+    # replay buffer; its REINFORCE actor takes one step per batch, as train/configs/toy_archer.yaml)
+    "turn_gae": ["algorithm.estimator=turn_gae", "model.critic=separate", "optim.critic_lr=0.001"],
+    "archer": ["algorithm.estimator=archer", "train.mini_batches=1", "optim.critic_lr=0.001",
+               "algorithm.archer.critic_steps=32", "algorithm.archer.critic_batch=64"],
 }
 # #19: the search env at a CPU-sized setting (`--env search`): the embedded SmolLM2 (the tiny model's
 # key-door vocabulary cannot read search text), 1-hop questions, short episodes
@@ -44,6 +49,14 @@ def run(estimator: str, seed: int, iterations: int, out: Path, extra: list[str])
                                        f"train.seed={seed}", f"rollout.seed_start={seed * 100_000}", "eval.every=0",
                                        f"train.run_dir={run_dir}", "logging.progress=false", *extra])
     return [m["success"] for m in read_metrics(train(cfg))]
+
+
+def episodes_per_iteration(overrides: list[str]) -> int:
+    """Episodes one training iteration plays (groups x group size) under the toy preset and `overrides`."""
+    from agentgym.train.config import load_config
+
+    rollout = load_config("toy_learning", overrides).rollout
+    return rollout.groups * rollout.group_size
 
 
 def plot(curves: dict[str, list[list[float]]], path: Path) -> None:
@@ -93,9 +106,11 @@ def main() -> None:
         cells = "".join(f"{curves[e][k][i]:<{len(e) + 8}.2f}" for k in range(len(args.seeds)) for e in ESTIMATORS)
         means = "  ".join(f"{sum(r[i] for r in curves[e]) / len(curves[e]):.2f}".ljust(len(e)) for e in ESTIMATORS)
         print(f"{i:<5}{cells}  mean: {means}")
+    episodes = episodes_per_iteration(args.overrides)
     for e in ESTIMATORS:
         first = [next((i for i, v in enumerate(r) if v >= 0.9), None) for r in curves[e]]
-        print(f"{e}: first iteration with success >= 0.9 per seed: {first}")
+        to_threshold = [None if i is None else (i + 1) * episodes for i in first]
+        print(f"{e}: first iteration with success >= 0.9 per seed: {first}; episodes played by then: {to_threshold}")
     args.out.mkdir(parents=True, exist_ok=True)
     png = args.out / "success_vs_iteration.png"
     plot(curves, png)

@@ -1,5 +1,5 @@
 """The `algorithm:` section of the train config: the estimator and its discount, and one sub-section per
-concern (gigpo, hgpo, gae, loss, value, regularisers, shaping, igpo). `MOVED_ALGORITHM_KEYS` maps the
+concern (gigpo, hgpo, gae, loss, value, regularisers, shaping, igpo, archer). `MOVED_ALGORITHM_KEYS` maps the
 older flat keys to their sub-sections; the loader refuses a flat key with its new spelling.
 """
 from __future__ import annotations
@@ -156,6 +156,34 @@ class IgpoSection:
         _check(self.coef >= 0, f"algorithm.igpo.coef must be >= 0, got {self.coef}")
 
 
+@dataclass(frozen=True)
+class ArcherSection:
+    """ArCHer (algorithm.estimator=archer): an off-policy Q/V critic over turns, learnt by TD from a replay
+    buffer with a Polyak-averaged target copy, and a token actor trained with A = min Q - min V per turn
+    (train/estimators/archer_td.py has the formulas). The critic's backbone is a copy of the policy, or
+    model.critic_model; its learning rate and gradient clip are optim.critic_lr and optim.critic_max_grad_norm."""
+
+    buffer_size: int = 4096
+    """Turns kept across iterations; the oldest go first."""
+    critic_steps: int = 16
+    """TD steps on the critic per iteration, each on critic_batch turns drawn from the buffer."""
+    critic_batch: int = 64
+    tau: float = 0.1
+    """Polyak rate of the target critic after every critic step (1 = copy, 0 = frozen)."""
+    warmup_iterations: int = 1
+    """First iterations train the critic only; the actor starts once it has seen this many batches."""
+    actor_loss: Literal["reinforce", "ppo"] = "reinforce"
+    """reinforce: one gradient step per batch on -A * log pi(action) (ArCHer's actor; needs train.ppo_epochs=1
+    and train.mini_batches=1, where PPO's clipped objective is exactly that); ppo: the clipped objective over
+    train.ppo_epochs x train.mini_batches steps."""
+
+    def __post_init__(self) -> None:
+        _check(self.buffer_size >= 1 and self.critic_batch >= 1 and self.critic_steps >= 0,
+               "algorithm.archer.buffer_size and critic_batch must be >= 1, critic_steps >= 0")
+        _check(0.0 <= self.tau <= 1.0, f"algorithm.archer.tau must be in [0, 1], got {self.tau}")
+        _check(self.warmup_iterations >= 0, "algorithm.archer.warmup_iterations must be >= 0")
+
+
 # the flat keys of the algorithm section before it was split, and where each lives now
 MOVED_ALGORITHM_KEYS = {
     "step_weight": "gigpo.step_weight", "similarity": "gigpo.similarity",
@@ -196,6 +224,8 @@ class AlgorithmSection:
     regularisers: RegularisersSection = field(default_factory=RegularisersSection)
     shaping: ShapingSection = field(default_factory=ShapingSection)
     igpo: IgpoSection = field(default_factory=IgpoSection)
+    archer: ArcherSection = field(default_factory=ArcherSection)
+    """ArCHer's critic, buffer and actor (algorithm.estimator=archer)."""
 
     MOVED: typing.ClassVar[dict[str, str]] = MOVED_ALGORITHM_KEYS
 

@@ -109,6 +109,7 @@ class Trainer:
         self.next_seed = config.rollout.seed_start
         self.is_main = self.dist is None or self.dist.is_main
         self.epo_running: float | None = None  # EPO's running entropy H̄ (starts afresh on resume)
+        self.archer = self._archer_learner()
         self._resume()  # every rank restores the same state in place (DDP holds the same module)
         lg = config.logging
         self.writer = None
@@ -116,6 +117,17 @@ class Trainer:
             ck.write_json(self.run_dir / "config.json", config.to_dict())
             self.writer = MetricsWriter(self.run_dir, config.train.iterations, self.iteration, lg.tensorboard,
                                         lg.wandb, lg.wandb_project, config.to_dict(), lg.progress)
+
+    def _archer_learner(self) -> Any:
+        """ArCHer's critic, target copy and replay buffer when the config trains with it, else None."""
+        if updater_for(self.cfg).name != "archer":
+            return None
+        from agentgym.train.updaters.archer import ArcherLearner
+
+        cfg, o = self.cfg, self.cfg.optim
+        return ArcherLearner(cfg.algorithm.archer, cfg.algorithm.gamma, self.model, self.device, self.pad_id,
+                             lr=o.critic_lr, max_grad_norm=o.critic_max_grad_norm or o.max_grad_norm,
+                             critic_model=cfg.model.critic_model, seed=cfg.train.seed)
 
     # ------------------------------------------------------------------ rollouts
     def _rollout_config(self, max_turns: int | None, temperature: float, seed: int | None) -> RolloutConfig:
@@ -190,6 +202,8 @@ class Trainer:
         samples = build_samples(batch, cfg.rollout.layout)
         if samples and updater_for(cfg).name == "choice_ppo":  # admissible-action mode: exact ratio
             metrics.update(choice_step(self.c, cfg, batch, it))
+        elif samples and self.archer is not None:  # off-policy critic from the replay buffer + token actor
+            self._archer_step(batch, samples, metrics)
         elif samples:
             self._sleep_rollout_engine()
             if cfg.algorithm.igpo.coef:  # IGPO: information-gain turn rewards before any estimator reads them
@@ -217,6 +231,24 @@ class Trainer:
         self._check_health(metrics)
         self.iteration += 1
         return metrics
+
+    def _archer_step(self, batch: list[Trajectory], samples: list[Sample], metrics: dict[str, Any]) -> None:
+        from agentgym.train.updaters.archer import archer_step
+
+        cfg, r = self.cfg, self.cfg.rollout
+        self._sleep_rollout_engine()
+        table = shape_rewards(cfg.algorithm, TurnTable.from_trajectories(batch), batch, r.max_new_tokens)
+        updated, more = archer_step(self.archer, self.c, cfg, batch, samples, table, self.iteration,
+                                    lambda t: next_prompt_ids(self.chat, t, r.layout, r.history_turns, self.tools))
+        metrics.update(more)
+        if updated is None:  # critic warm-up: the policy is unchanged, nothing to push
+            return
+        stats, scored, targets = updated
+        push_start = time.perf_counter()
+        self._push_weights()
+        metrics["time/push_weights"] = time.perf_counter() - push_start
+        metrics.update(stats.as_metrics())
+        metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.loss.tis_cap))
 
     def _check_health(self, metrics: dict[str, Any]) -> None:
         """The run-health guardrails (train/guardrails.py): warn, or stop with the cause and the fix."""
@@ -309,7 +341,8 @@ class Trainer:
         sharded = D.is_fsdp(self.dist)  # its optimizer and critic state live in dcp/ only
         state = {"optimizer": None if sharded else self.optimizer.state_dict(), "next_seed": self.next_seed,
                  "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
-                 "critic": self.critic.state_dict() if self.critic is not None and not sharded else None}
+                 "critic": self.critic.state_dict() if self.critic is not None and not sharded else None,
+                 "archer": self.archer.state_dict() if self.archer is not None else None}
         if self.dist is None:
             return ck.save_checkpoint(self.run_dir, self.iteration, self.model, self.tokenizer, state,
                                       self.cfg.checkpoint.keep)
@@ -341,6 +374,8 @@ class Trainer:
             ck.load_weights_into(self.model, ckpt)
             if self.critic is not None and state.get("critic") is not None:
                 self.critic.load_state_dict(state["critic"])
+            if self.archer is not None and state.get("archer") is not None:
+                self.archer.load_state_dict(state["archer"])
         if sharded:
             D.load_sharded(self.dist, self.optimizer, ckpt / "dcp")
         else:

@@ -6,6 +6,7 @@ An entry names the estimator and says what it needs:
     turn table (the critic-free estimators; the choice update of admissible mode can only use these);
   - or `targets(cfg, table, trajectories, segments, scored, final_values) -> Targets`: per-token targets
     that read the critic's values (GAE);
+  - or `updater`: the updater whose own learner computes the advantages (ArCHer's off-policy critic);
   - `needs_critic` (config refuses it without `model.critic`), `needs_groups` (G >= 2 rollouts of a task).
 
 Adding an estimator is one `register_estimator(...)` call and its test: the config accepts the name,
@@ -46,6 +47,7 @@ class Estimator:
     targets_ref: TargetsBuilder | None = None
     needs_critic: bool = False
     needs_groups: bool = False
+    updater: str = ""    # set: that updater computes this estimator's advantages itself
 
     @property
     def turn_advantages(self) -> Callable[..., Any] | None:
@@ -61,15 +63,16 @@ _REGISTRY: dict[str, Estimator] = {}
 
 def register_estimator(name: str, *, doc: str, turn_advantages: TurnAdvantages | None = None,
                        targets: TargetsBuilder | None = None, needs_critic: bool = False,
-                       needs_groups: bool = False) -> Estimator:
+                       needs_groups: bool = False, updater: str = "") -> Estimator:
     """Add an estimator under `name` (re-registering a name replaces it). Exactly one of `turn_advantages`
-    (critic-free, per turn) and `targets` (per token, may read the critic) is given."""
-    if (turn_advantages is None) == (targets is None):
-        raise ValueError(f"estimator {name!r}: give exactly one of turn_advantages= and targets=")
+    (critic-free, per turn), `targets` (per token, may read the critic) and `updater` (the name of the
+    updater that computes the advantages with a learner of its own) is given."""
+    if sum(x is not None and x != "" for x in (turn_advantages, targets, updater)) != 1:
+        raise ValueError(f"estimator {name!r}: give exactly one of turn_advantages=, targets= and updater=")
     if targets is not None and not needs_critic:
         raise ValueError(f"estimator {name!r}: a targets= builder reads the critic; set needs_critic=True, or "
                          "give turn_advantages= instead")
-    entry = Estimator(name, doc, turn_advantages, targets, needs_critic, needs_groups)
+    entry = Estimator(name, doc, turn_advantages, targets, needs_critic, needs_groups, updater)
     _REGISTRY[name] = entry
     return entry
 
@@ -106,3 +109,6 @@ register_estimator("turn_gae", targets=_T + "turn_gae_targets", needs_critic=Tru
                    doc="turn-level GAE: the critic's value at each turn's first action token, a turn clock")
 register_estimator("bi_level_gae", targets=_T + "bi_level_targets", needs_critic=True,
                    doc="bi-level GAE: token GAE inside a turn (lam_token), the turn clock across turns")
+register_estimator("archer", updater="archer",
+                   doc="ArCHer: an off-policy Q/V critic over turns (TD from a replay buffer, target copy), the actor "
+                       "trained with A = min Q - min V per turn (algorithm.archer)")

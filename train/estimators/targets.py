@@ -137,7 +137,11 @@ def turn_advantages(cfg: AlgorithmSection, table: TurnTable, trajectories: Seque
 
 def _critic_free_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory],
                          segs: list[np.ndarray], scored: Scored, final_values: np.ndarray | None) -> Targets:
-    adv_turn = turn_advantages(cfg, table, trajectories)
+    return _spread(turn_advantages(cfg, table, trajectories), segs)
+
+
+def _spread(adv_turn: np.ndarray, segs: list[np.ndarray]) -> Targets:
+    """Each turn's advantage on every one of its action tokens."""
     return Targets([np.where(r >= 0, adv_turn[np.maximum(r, 0)], 0.0) for r in segs], None, None, segs)
 
 
@@ -196,13 +200,17 @@ def with_epo(targets: Targets, table: TurnTable, entropy_running: float | None) 
 
 
 def build_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory],
-                  samples: Sequence[Sample], scored: Scored, final_values: np.ndarray | None = None) -> Targets:
+                  samples: Sequence[Sample], scored: Scored, final_values: np.ndarray | None = None,
+                  turn_adv: np.ndarray | None = None) -> Targets:
     """Per-sample targets of `cfg.estimator`; `final_values` (per table row) bootstraps GAE after a
-    trajectory's last turn when it was cut off rather than terminated."""
+    trajectory's last turn when it was cut off rather than terminated. `turn_adv` (per table row): the
+    advantages an updater's own learner computed (ArCHer's critic), spread over each turn's tokens."""
     segs = [s.row[1:].copy() for s in samples]
-    estimator = get_estimator(cfg.estimator)
-    builder = estimator.targets or _critic_free_targets
-    targets = builder(cfg, table, trajectories, segs, scored, final_values)
+    if turn_adv is not None:
+        targets = _spread(turn_adv, segs)
+    else:
+        builder = get_estimator(cfg.estimator).targets or _critic_free_targets
+        targets = builder(cfg, table, trajectories, segs, scored, final_values)
     overlong = turn_column(trajectories, lambda k: k.finish_reason == "length").astype(bool)
     extras = _loss_extras(cfg, samples, scored, overlong)
     return Targets(targets.advantages, targets.returns, targets.value_mask, segs, **extras)

@@ -8,8 +8,10 @@ does not do is refused at load with the option's name and the fix (`refuse_unsup
   - choice_ppo  admissible mode: clipped PPO over the renormalised distribution of the env's admissible
                 actions, one ratio per turn (train/updaters/choice_ppo.py); critic-free turn advantages, clip and
                 entropy bonus only.
-Room is left for more (an off-policy ArCHer updater, an asynchronous one): each adds its entry and its
-refusals here.
+  - archer      algorithm.estimator=archer in free generation: an off-policy Q/V critic over turns learnt
+                from a replay buffer, the token actor trained with its turn advantages
+                (train/updaters/archer.py); token PPO's loss options, no GAE critic, one process.
+Room is left for more (an asynchronous one): each adds its entry and its refusals here.
 """
 from __future__ import annotations
 
@@ -37,9 +39,10 @@ class Updater:
 def _choice_refusals() -> tuple[Refusal, ...]:
     generate = "or train with rollout.action_mode=generate (token PPO)"
     return (
-        Refusal("algorithm.estimator", lambda c: get_estimator(c.algorithm.estimator).needs_critic,
+        Refusal("algorithm.estimator", lambda c: get_estimator(c.algorithm.estimator).turn_advantages_ref is None,
                 f"the choice update takes per-turn advantages without a critic: use a critic-free estimator "
-                f"({', '.join(n for n, e in estimators().items() if not e.needs_critic)}), {generate}"),
+                f"({', '.join(n for n, e in estimators().items() if e.turn_advantages_ref is not None)}), "
+                f"{generate}"),
         Refusal("model.critic", lambda c: c.model.critic != "none",
                 f"the choice update trains no critic: use a critic-free estimator and model.critic=none, {generate}"),
         Refusal("algorithm.regularisers.kl_coef", lambda c: c.algorithm.regularisers.kl_coef > 0,
@@ -63,16 +66,41 @@ def _choice_refusals() -> tuple[Refusal, ...]:
     )
 
 
+def _archer_refusals() -> tuple[Refusal, ...]:
+    return (
+        Refusal("model.critic", lambda c: c.model.critic != "none",
+                "ArCHer trains its own Q/V critic (a copy of the policy, or model.critic_model): set model.critic=none"),
+        Refusal("train.distributed", lambda c: c.train.distributed != "none",
+                "the ArCHer critic and replay buffer live in one process: set train.distributed=none"),
+        Refusal("algorithm.igpo.coef", lambda c: c.algorithm.igpo.coef > 0,
+                "the replay buffer stores the env's turn rewards: set algorithm.igpo.coef=0"),
+        Refusal("algorithm.regularisers.epo_coef", lambda c: c.algorithm.regularisers.epo_coef > 0,
+                "set algorithm.regularisers.epo_coef=0 (algorithm.regularisers.entropy_coef works with ArCHer)"),
+        Refusal("algorithm.gae.whiten_advantages", lambda c: c.algorithm.gae.whiten_advantages,
+                "set algorithm.gae.whiten_advantages=false (GAE only)"),
+        Refusal("train.ppo_epochs", lambda c: c.algorithm.archer.actor_loss == "reinforce" and c.train.ppo_epochs != 1,
+                "ArCHer's REINFORCE actor takes one step per batch: set train.ppo_epochs=1, or "
+                "algorithm.archer.actor_loss=ppo"),
+        Refusal("train.mini_batches", lambda c: c.algorithm.archer.actor_loss == "reinforce" and c.train.mini_batches != 1,
+                "ArCHer's REINFORCE actor takes one step per batch: set train.mini_batches=1, or "
+                "algorithm.archer.actor_loss=ppo"),
+    )
+
+
 UPDATERS: dict[str, Updater] = {
     "token_ppo": Updater("token_ppo", "clipped PPO over generated tokens (free generation)"),
     "choice_ppo": Updater("choice_ppo", "clipped PPO over the env's admissible actions (admissible mode)",
                           _choice_refusals()),
+    "archer": Updater("archer", "off-policy turn critic from a replay buffer + token actor (ArCHer)",
+                      _archer_refusals()),
 }
 
 
 def updater_for(config: Any) -> Updater:
     """The updater that trains `config` (a TrainConfig)."""
-    return UPDATERS["choice_ppo" if config.rollout.action_mode == "admissible" else "token_ppo"]
+    if config.rollout.action_mode == "admissible":
+        return UPDATERS["choice_ppo"]
+    return UPDATERS[get_estimator(config.algorithm.estimator).updater or "token_ppo"]
 
 
 def refuse_unsupported(config: Any) -> None:
