@@ -49,7 +49,7 @@ def source_files(repo_dir: str) -> list[str]:
 
 def problem_statement(repo: str, run: TestRun, failing: list[str]) -> str:
     """Issue text from the failing tests: their ids and the `E` lines pytest printed for them."""
-    errors = [line.strip()[1:].strip() for line in run.output.splitlines() if line.startswith("E ")]
+    errors = [_cut(line.strip()[1:].strip(), 200) for line in run.output.splitlines() if line.startswith("E ")]
     shown = failing[:6]
     text = [f"Some of {repo}'s tests fail since a recent change to the library code:", ""]
     text += [f"  - {t}" for t in shown]
@@ -60,6 +60,10 @@ def problem_statement(repo: str, run: TestRun, failing: list[str]) -> str:
     text += ["", "Find the bug in the library code and fix it so these tests pass again without breaking "
              "the others. Do not change the tests."]
     return "\n".join(text)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 4] + " ..."
 
 
 def synthesize(repo_dir: str, repo: str | None = None, backend: str = "auto", max_tasks: int = 20,
