@@ -24,6 +24,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="sandbox the tests run in (default: auto = docker if usable, else bwrap)")
     p.add_argument("--seed", type=int, default=0, help="which mutations are tried first (default: 0)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per test run (default: 3x the clean run + 5)")
+    p.add_argument("--no-deps", action="store_true",
+                   help="do not install the repository's test requirements (read from pyproject, requirements*test*.txt,"
+                        " tox.ini) from the package index; by default they are installed once and cached")
     p.set_defaults(func=cmd_make_tasks)
     p = sub.add_parser("prepare", help="download the library sdists and make their tasks (cached)")
     p.add_argument("--backend", default="auto", choices=("auto", "docker", "bwrap"))
@@ -32,18 +35,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_make_tasks(args: argparse.Namespace) -> int:
-    from agentgym.envs.swe.synth import synthesize
+    from agentgym.envs.swe.synth import check_repository, synthesize
     from agentgym.envs.swe.tasks import save_tasks
 
-    if not os.path.isdir(args.path):
-        raise ConfigError(f"{args.path!r} is not a directory; give the path of a Python repository")
     if args.max_tasks < 1 or args.max_candidates < 1:
         raise ConfigError("--max-tasks and --max-candidates must be at least 1")
+    if args.timeout is not None and args.timeout <= 0:
+        raise ConfigError(f"--timeout must be > 0 seconds, got {args.timeout}")
+    check_repository(os.path.abspath(args.path))
     repo = os.path.basename(os.path.abspath(args.path))
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(args.path)), f"{repo}-tasks")
+    deps = None if args.no_deps else prepare_requirements(args.path, repo, _say)
     report = synthesize(args.path, repo=repo, backend=args.backend, max_tasks=args.max_tasks,
                         max_candidates=args.max_candidates, seed=args.seed, timeout_s=args.timeout,
-                        progress=lambda line: print(line, file=sys.stderr))
+                        progress=_say, deps=deps)
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "tasks.jsonl")
     save_tasks(report.tasks, path)
@@ -52,6 +57,25 @@ def cmd_make_tasks(args: argparse.Namespace) -> int:
           f"before; rejected: {rejected}) in {report.seconds:.1f} s -> {path}")
     print(f"run them: agentgym.make('agentgym/SWE-Mini-v0', tasks={path!r})")
     return 0 if report.tasks else 1
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def prepare_requirements(repo_dir: str, repo: str, say):
+    """Install the repository's test requirements (cached) and say what could not be had."""
+    from agentgym.envs.swe.deps import install_requirements, read_test_requirements
+
+    reqs = read_test_requirements(repo_dir)
+    if not reqs.names:
+        say(f"{repo}: no test requirements declared; the sandbox's Python and pytest run the tests")
+        return None
+    deps = install_requirements(reqs, repo, progress=say)
+    if deps is not None:
+        say(f"{repo}: test requirements from {', '.join(reqs.sources)}: {len(deps.installed)} installed"
+            + (f"; could not satisfy: {'; '.join(deps.unsatisfied)}" if deps.unsatisfied else ""))
+    return deps
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:

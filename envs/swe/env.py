@@ -15,6 +15,7 @@ import shlex
 from typing import Any
 
 from agentgym.core import ToolEnv, make_info
+from agentgym.envs.swe.deps import load_deps_folder
 from agentgym.envs.swe.oracle import apply_call, call_text, next_edit
 from agentgym.envs.swe.sources import resolve_tasks
 from agentgym.envs.swe.summary import summarize_files
@@ -93,6 +94,10 @@ class SWEEnv(ToolEnv):
         self.tasks = resolve_tasks(tasks, self.backend)
         if not self.tasks:
             raise ConfigError(f"the task source {tasks!r} has no tasks")
+        missing = sorted({t.deps_dir for t in self.tasks if t.deps_dir and load_deps_folder(t.deps_dir) is None})
+        if missing:
+            raise ConfigError(f"the test requirements folder {missing[0]!r} is missing; make the tasks again with "
+                              "`agentgym swe make-tasks` (or `agentgym swe prepare`), which installs it")
         self.bash_timeout_s, self.test_timeout_s = bash_timeout_s, test_timeout_s
         self.progress_weight, self.max_obs = progress_weight, max_observation_chars
         self.first_obs_chars = first_observation_chars
@@ -100,6 +105,7 @@ class SWEEnv(ToolEnv):
         self.pool_size = pool_size
         self.sandbox: Any = None
         self.task: SWETask | None = None
+        self._plugins: tuple[str, ...] = ()
         self._failure: str | None = None
         self._fix: dict[str, str | None] = {}
         self._grading: dict[str, str | None] = {}
@@ -130,7 +136,8 @@ class SWEEnv(ToolEnv):
 
     def _pool(self, task: SWETask):
         image = task.image or self.image
-        return sandbox_pool(self.backend, image if self.backend == "docker" else None, self.limits, self.pool_size)
+        return sandbox_pool(self.backend, image if self.backend == "docker" else None, self.limits, self.pool_size,
+                            deps_dir=task.deps_dir or None)
 
     def _release(self) -> None:
         if self.sandbox is not None and self.task is not None:
@@ -155,7 +162,8 @@ class SWEEnv(ToolEnv):
             self._write(path, text)
         self._fix = apply_diff({k: v for k, v in buggy.items() if v is not None}, task.patch)
         hidden = apply_diff({k: v for k, v in buggy.items() if v is not None}, task.test_patch)
-        self._grading = {p: buggy.get(p) for p in task.test_files if buggy.get(p) is not None}
+        fixed_paths = set(diff_paths(task.patch))  # a doctest id in a library file: never write its buggy version
+        self._grading = {p: buggy.get(p) for p in task.test_files if buggy.get(p) is not None and p not in fixed_paths}
         self._grading.update(hidden)
 
     def _read_tree(self, paths: set[str]) -> dict[str, str]:
@@ -178,6 +186,8 @@ class SWEEnv(ToolEnv):
     def reset_task(self, seed: int | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self._release()
         self.task = task = self._pick(seed, options)
+        deps = load_deps_folder(task.deps_dir) if task.deps_dir else None
+        self._plugins = deps.plugins if deps else ()
         self._failure, self._submitted = None, False
         self._passed_ever, self._graded_hash = set(), None
         for attempt in range(2):  # one retry with a fresh sandbox: a pool container may have been killed
@@ -220,7 +230,7 @@ class SWEEnv(ToolEnv):
             for path, text in self._grading.items():
                 if saved[path] != text:  # usually equal: the agent left the tests alone (one exec saved each)
                     self._write(path, text)
-            return run_pytest(self.sandbox, self.task.test_files, timeout_s=self.test_timeout_s)
+            return run_pytest(self.sandbox, self.task.test_files, timeout_s=self.test_timeout_s, plugins=self._plugins)
         finally:
             for path, text in saved.items():
                 if text != self._grading[path]:
@@ -331,7 +341,8 @@ class SWEEnv(ToolEnv):
         """
         assert self.task is not None
         targets = shlex.split(tests) if tests.strip() else list(self.task.test_files)
-        run = self._sandboxed(lambda: run_pytest(self.sandbox, targets, timeout_s=self.test_timeout_s))
+        run = self._sandboxed(lambda: run_pytest(self.sandbox, targets, timeout_s=self.test_timeout_s,
+                                                 plugins=self._plugins))
         return summarize(run, self.max_obs)
 
     @tool

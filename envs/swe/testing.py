@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from agentgym.tools.sandbox import ExecResult, Sandbox
 
-# Third-party plugins of the interpreter stay off: they slow every run and are not the repository's own.
+# Third-party plugins of the interpreter stay off: they slow every run and are not the repository's own (those
+# from the repository's test requirements are named with -p). A `src/` layout's packages are importable.
+SRC_LAYOUT = 'if [ -d src ] && [ ! -e src/__init__.py ]; then export PYTHONPATH="/workspace/src${PYTHONPATH:+:$PYTHONPATH}"; fi; '
 PYTEST = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python3 -m pytest -p no:cacheprovider -rA --tb=short -q --color=no"
 _OUTCOME = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(\S.*?)(?: - .*)?$")
 _DURATION = re.compile(r" in \d+(?:\.\d+)?s(?: \(\d+:\d+:\d+\))?")
@@ -52,9 +54,10 @@ def clean_output(output: str) -> str:
 
 
 def run_pytest(sandbox: Sandbox, targets: list[str] | tuple[str, ...] = (), timeout_s: float = 120.0,
-               extra: str = "") -> TestRun:
-    """Run pytest on test ids / paths (all tests when empty) inside the sandbox."""
-    command = f"{PYTEST} {extra} {' '.join(shlex.quote(t) for t in targets)}".strip()
+               extra: str = "", plugins: tuple[str, ...] = ()) -> TestRun:
+    """Run pytest on test ids / paths (all tests when empty) inside the sandbox; `plugins`: modules to load."""
+    loads = " ".join(f"-p {shlex.quote(p)}" for p in plugins)
+    command = f"{SRC_LAYOUT}{PYTEST} {loads} {extra} {' '.join(shlex.quote(t) for t in targets)}".strip()
     result = sandbox.exec(command, timeout_s=timeout_s)
     output = clean_output(result.output)
     return TestRun(parse_statuses(output), output, result)
