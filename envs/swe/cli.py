@@ -28,8 +28,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="do not install the repository's test requirements (read from pyproject, requirements*test*.txt,"
                         " tox.ini) from the package index; by default they are installed once and cached")
     p.set_defaults(func=cmd_make_tasks)
+    p.add_argument("--split", default=None, choices=("train", "test"),
+                   help="put every task in this split (hold a whole repository out for evaluation)")
     p = sub.add_parser("prepare", help="download the library sdists and make their tasks (cached)")
     p.add_argument("--backend", default="auto", choices=("auto", "docker", "bwrap"))
+    p.add_argument("--corpus", action="store_true",
+                   help="the corpus (tasks='corpus': 8 libraries, 2 held out as the test split) instead of SWE-Lib's 2")
+    p.add_argument("--only", default=None, help="with --corpus: comma-separated library names to prepare")
     p.set_defaults(func=cmd_prepare)
     swe.set_defaults(func=lambda args: (swe.print_help(), 2)[1])
 
@@ -51,7 +56,12 @@ def cmd_make_tasks(args: argparse.Namespace) -> int:
                         progress=_say, deps=deps)
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "tasks.jsonl")
-    save_tasks(report.tasks, path)
+    tasks = report.tasks
+    if args.split:
+        import dataclasses
+
+        tasks = tuple(dataclasses.replace(t, extra={**t.extra, "split": args.split}) for t in tasks)
+    save_tasks(tasks, path)
     rejected = ", ".join(f"{k}: {v}" for k, v in sorted(report.rejected.items())) or "none"
     print(f"{len(report.tasks)} tasks from {report.tried} mutations tried ({report.baseline_passed} tests pass "
           f"before; rejected: {rejected}) in {report.seconds:.1f} s -> {path}")
@@ -79,9 +89,28 @@ def prepare_requirements(repo_dir: str, repo: str, say):
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from agentgym.envs.swe.sources import LIBRARIES, library_tasks
+    from agentgym.envs.swe.sources import CORPUS, HELD_OUT, LIBRARIES, corpus_tasks, library_tasks
 
+    if args.only and not args.corpus:
+        raise ConfigError("--only needs --corpus (SWE-Lib's libraries are prepared together)")
+    if args.corpus:
+        known = [n for n, _ in CORPUS]
+        names = args.only.split(",") if args.only else known
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ConfigError(f"--only: unknown library {unknown[0]!r}; the corpus has {', '.join(known)}")
+        failed = 0
+        for name, version in CORPUS:
+            if name in names:
+                try:
+                    tasks = corpus_tasks(args.backend, progress=_say, names=[name])
+                except ConfigError as exc:  # one library's problem does not stop the others
+                    print(f"{name}=={version}: no tasks: {exc}")
+                    failed += 1
+                    continue
+                print(f"{name}=={version}: {len(tasks)} tasks ({'test' if name in HELD_OUT else 'train'} split)")
+        return 1 if failed else 0
     for name, version in LIBRARIES:
-        tasks = library_tasks(name, version, args.backend, progress=lambda line: print(line, file=sys.stderr))
+        tasks = library_tasks(name, version, args.backend, progress=_say)
         print(f"{name}=={version}: {len(tasks)} tasks")
     return 0

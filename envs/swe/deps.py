@@ -10,7 +10,7 @@ tox.ini `[testenv] deps` / `extras` when they are plain names. Linters, type che
 documentation tools are left out: the sandbox runs tests, not CI.
 
 pip runs on the host at preparation time (the only moment with network); the folder is mounted read-only in
-the sandbox at DEPS_MOUNT and put on its PYTHONPATH, so the sandbox itself stays offline. Packages pip cannot
+the sandbox at DEPS_MOUNT (/opt/agentgym-deps) and put on its PYTHONPATH, so the sandbox itself stays offline. Packages pip cannot
 install are named in the result, never silently dropped. The folder is built for the host's Python minor
 version (3.11 here, as the sandbox image's), so compiled wheels work in both back ends.
 """
@@ -37,7 +37,6 @@ NOT_FOR_TESTS = re.compile(
     r"sphinx.*|mkdocs.*|twine|wheel|build|setuptools.*|flit.*|hatch.*|pdm.*|poetry.*|types-.*|.*-stubs|"
     r"pytest-codspeed|pytest-benchmark|pyupgrade|bandit|check-manifest|pip-tools|ipython|ipdb|pdbpp)$", re.I)
 MANIFEST = "agentgym-deps.json"
-DEPS_MOUNT = "/opt/agentgym-deps"
 
 
 @dataclass(frozen=True)
@@ -205,8 +204,11 @@ def load_deps_folder(path: str) -> DepsFolder | None:
     return DepsFolder(path, tuple(row["installed"]), tuple(row["unsatisfied"]), tuple(row["plugins"]))
 
 
-def install_requirements(reqs: Requirements, repo: str, root: str | None = None, progress=None) -> DepsFolder | None:
-    """Install `reqs` into a cached folder (None when there is nothing to install); see the module docstring."""
+def install_requirements(reqs: Requirements, repo: str, root: str | None = None, progress=None,
+                         pip_args: tuple[str, ...] = ()) -> DepsFolder | None:
+    """Install `reqs` into a cached folder (None when there is nothing to install); see the module docstring.
+
+    `pip_args`: extra pip options (`--index-url`, `--find-links DIR --no-index` for a local wheelhouse)."""
     if not reqs.names:
         return None
     path = os.path.join(root or os.path.join(cache_dir(), "deps"), deps_key(repo, reqs))
@@ -218,11 +220,11 @@ def install_requirements(reqs: Requirements, repo: str, root: str | None = None,
     staging = path + ".part"
     shutil.rmtree(staging, ignore_errors=True)
     installed, unsatisfied = [], []
-    if _pip_target(list(reqs.names), staging)[0]:
+    if _pip_target(list(reqs.names), staging, pip_args)[0]:
         installed = list(reqs.names)
     else:  # one at a time, to name exactly what cannot be had
         for req in reqs.names:
-            ok, why = _pip_target([req], staging)
+            ok, why = _pip_target([req], staging, pip_args)
             (installed if ok else unsatisfied).append(req if ok else f"{req} ({why})")
     os.makedirs(staging, exist_ok=True)
     plugins = _pytest_plugins(staging)
@@ -234,9 +236,9 @@ def install_requirements(reqs: Requirements, repo: str, root: str | None = None,
     return DepsFolder(path, tuple(installed), tuple(unsatisfied), tuple(plugins))
 
 
-def _pip_target(reqs: list[str], target: str) -> tuple[bool, str]:
+def _pip_target(reqs: list[str], target: str, pip_args: tuple[str, ...] = ()) -> tuple[bool, str]:
     done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
-                           "--no-input", "--upgrade", "--target", target, *reqs],
+                           "--no-input", "--upgrade", "--target", target, *pip_args, *reqs],
                           capture_output=True, text=True, timeout=900)
     lines = [x for x in done.stderr.strip().splitlines() if x.startswith("ERROR")] or done.stderr.strip().splitlines()
     return done.returncode == 0, (lines[-1][:160] if lines else f"pip exit {done.returncode}")

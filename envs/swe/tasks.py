@@ -64,7 +64,7 @@ class SWETask:
                    fail_to_pass=tuple(f2p), pass_to_pass=tuple(p2p), test_patch=row.get("test_patch") or "",
                    bug_patch=row.get("bug_patch") or "", image=row.get("image"),
                    image_repo_dir=row.get("image_repo_dir", "/testbed"), source=row.get("source", ""), deps_dir=deps,
-                   extra={k: v for k, v in row.items() if k not in known})
+                   extra={**(row.get("extra") or {}), **{k: v for k, v in row.items() if k not in known}})
 
     @property
     def test_files(self) -> tuple[str, ...]:
@@ -73,7 +73,10 @@ class SWETask:
 
     @property
     def split(self) -> str:
-        """A stable train/test split: one task in five is `test`, by the hash of its id."""
+        """`extra["split"]` where the task names one (the corpus holds out whole repositories); else a stable
+        hash split: one task in five is `test`, by the hash of its id."""
+        if self.extra.get("split") in ("train", "test"):
+            return self.extra["split"]
         return "test" if int(hashlib.sha1(self.instance_id.encode()).hexdigest(), 16) % 5 == 0 else "train"
 
 

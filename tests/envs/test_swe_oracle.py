@@ -52,7 +52,7 @@ def test_a_repeated_line_is_named_by_its_line_number():
 
 def test_a_removed_block_goes_back_in_chunks_within_the_limit():
     fixed = f"def f():\n    value_0 = 0\n{BODY}    return value_29\n"
-    buggy = f"def f():\n    value_0 = 0\n    return value_29\n"
+    buggy = "def f():\n    value_0 = 0\n    return value_29\n"
     plan = solve_offline("pkg/mod.py", buggy, fixed)
     assert len(plan) > 1  # ~1.1 kB of code cannot go in one 256-byte action
 
