@@ -219,7 +219,8 @@ def install_requirements(reqs: Requirements, repo: str, root: str | None = None,
     say(f"{repo}: installing test requirements {', '.join(reqs.names)} (from {', '.join(reqs.sources)})")
     staging = path + ".part"
     shutil.rmtree(staging, ignore_errors=True)
-    installed, unsatisfied = [], []
+    installed: list[str] = []
+    unsatisfied: list[str] = []
     if _pip_target(list(reqs.names), staging, pip_args)[0]:
         installed = list(reqs.names)
     else:  # one at a time, to name exactly what cannot be had

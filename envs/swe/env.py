@@ -400,6 +400,7 @@ class SWEEnv(ToolEnv):
                 current = None
             if current == text:
                 continue
+            call: dict | None
             if text is None or current is None:  # a deleted or new file: the one case a whole-file call is needed
                 call = {"name": "bash", "arguments": {"command": f"rm -f -- {shlex.quote(path)}"}} if text is None \
                     else {"name": "create_file", "arguments": {"path": path, "content": text}}
