@@ -25,8 +25,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="which mutations are tried first (default: 0)")
     p.add_argument("--timeout", type=float, default=None, help="seconds per test run (default: 3x the clean run + 5)")
     p.add_argument("--no-deps", action="store_true",
-                   help="do not install the repository's test requirements (read from pyproject, requirements*test*.txt,"
-                        " tox.ini) from the package index; by default they are installed once and cached")
+                   help="do not install the repository's test requirements (read from pyproject, "
+                        "requirements*test*.txt, tox.ini) from the package index; by default they are installed once and cached")
     p.set_defaults(func=cmd_make_tasks)
     p.add_argument("--split", default=None, choices=("train", "test"),
                    help="put every task in this split (hold a whole repository out for evaluation)")

@@ -10,8 +10,8 @@ tox.ini `[testenv] deps` / `extras` when they are plain names. Linters, type che
 documentation tools are left out: the sandbox runs tests, not CI.
 
 pip runs on the host at preparation time (the only moment with network); the folder is mounted read-only in
-the sandbox at DEPS_MOUNT (/opt/agentgym-deps) and put on its PYTHONPATH, so the sandbox itself stays offline. Packages pip cannot
-install are named in the result, never silently dropped. The folder is built for the host's Python minor
+the sandbox at DEPS_MOUNT (/opt/agentgym-deps) and put on its PYTHONPATH, so the sandbox itself stays offline.
+Packages pip cannot install are named in the result, never silently dropped. The folder is built for the host's Python minor
 version (3.11 here, as the sandbox image's), so compiled wheels work in both back ends.
 """
 from __future__ import annotations

@@ -85,3 +85,20 @@ def test_not_a_directory_and_bad_options_are_one_line(tmp_path):
     assert done.returncode == 2 and "is not a directory" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     done = make_tasks(str(tmp_path), "bwrap", "--timeout", "-3")
     assert done.returncode == 2 and "--timeout must be > 0" in done.stderr
+
+
+def test_a_suite_whose_summary_is_larger_than_a_commands_output_is_read_whole(tmp_path):
+    """more-itertools' -rA summary (+ subtest progress) is ~90 kB, beyond the 64 kB an exec keeps by default."""
+    if backend_problem("bwrap"):
+        pytest.skip(f"bwrap sandbox unavailable: {backend_problem('bwrap')}")
+    from agentgym.envs.swe.testing import run_pytest
+    from agentgym.tools.sandbox import make_sandbox
+
+    tests = ("import pytest\n\n\n@pytest.mark.parametrize('case', [f'{i:04d}' + 'x' * 60 for i in range(1500)])\n"
+             "def test_add_with_a_rather_long_descriptive_name(case):\n    assert add(1, 1) == 2\n")
+    path = repo(tmp_path, "wide", tests)
+    with make_sandbox("bwrap") as sandbox:
+        sandbox.copy_in(path)
+        run = run_pytest(sandbox, timeout_s=120)
+    assert len(run.output) > 150_000
+    assert len(run.statuses) == 1500 and set(run.statuses.values()) == {"PASSED"}

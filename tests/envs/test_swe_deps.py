@@ -55,7 +55,8 @@ def wheel(wheelhouse) -> None:
     files = {"tinydep/__init__.py": "def double(x):\n    return 2 * x\n",
              "tinydep/plugin.py": "import pytest\n\n\n@pytest.fixture\ndef tiny_factor():\n    return 3\n",
              "tinydep-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinydep\nVersion: 1.0\n",
-             "tinydep-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+             "tinydep-1.0.dist-info/WHEEL": ("Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
+                                             "Tag: py3-none-any\n"),
              "tinydep-1.0.dist-info/entry_points.txt": "[pytest11]\ntinydep = tinydep.plugin\n"}
     record = "".join(f"{name},,\n" for name in files) + "tinydep-1.0.dist-info/RECORD,,\n"
     with zipfile.ZipFile(wheelhouse / "tinydep-1.0-py3-none-any.whl", "w") as zf:
@@ -72,7 +73,8 @@ def shapes(tmp_path_factory):
     (repo / "shapes" / "__init__.py").write_text("")
     (repo / "shapes" / "core.py").write_text(LIB)
     (repo / "tests" / "test_core.py").write_text(TESTS)
-    (repo / "pyproject.toml").write_text('[project]\nname = "shapes"\nversion = "1"\n\n[project.optional-dependencies]\n'
+    (repo / "pyproject.toml").write_text('[project]\nname = "shapes"\nversion = "1"\n\n'
+                                         '[project.optional-dependencies]\n'
                                          'tests = ["tinydep>=1", "pytest-cov", "coverage"]\nplot = ["matplotlib"]\n')
     (repo / "requirements-test.txt").write_text("-r requirements-extra.txt\n--index-url https://example.invalid\n")
     (repo / "requirements-extra.txt").write_text("tinydep  # again: kept once\nno-such-package-agentgym==9.9\n")
@@ -92,7 +94,8 @@ def test_requirements_are_read_from_pyproject_and_requirement_files(shapes):
 def test_install_says_what_it_could_not_satisfy_and_caches(shapes):
     repo, wheelhouse, cache = shapes
     reqs = read_test_requirements(str(repo))
-    deps = install_requirements(reqs, "shapes", root=str(cache), pip_args=("--no-index", "--find-links", str(wheelhouse)))
+    deps = install_requirements(reqs, "shapes", root=str(cache),
+                                pip_args=("--no-index", "--find-links", str(wheelhouse)))
     assert isinstance(deps, DepsFolder)
     assert "tinydep>=1" in deps.installed and deps.plugins == ("tinydep.plugin",)
     assert len(deps.unsatisfied) == 1 and deps.unsatisfied[0].startswith("no-such-package-agentgym==9.9 (")

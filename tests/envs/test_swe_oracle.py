@@ -86,7 +86,8 @@ def generated_repository(root) -> list[str]:
     paths += [f"tests/unit/test_mod{i}.py" for i in range(900)]
     paths += [f"docs/api/page{i}.rst" for i in range(700)]
     paths += [f"src/bigpkg/locale/{lang}/LC_MESSAGES/bigpkg.{ext}" for lang in range(150) for ext in ("po", "mo")]
-    paths += [f".github/workflows/job{i}.yml" for i in range(12)] + [f"src/bigpkg/_vendor/lib{i}.py" for i in range(200)]
+    paths += [f".github/workflows/job{i}.yml" for i in range(12)]
+    paths += [f"src/bigpkg/_vendor/lib{i}.py" for i in range(200)]
     paths += ["README.md", "pyproject.toml", "tox.ini", "setup.cfg"]
     for path in paths:
         full = os.path.join(root, path)

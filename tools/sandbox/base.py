@@ -20,7 +20,7 @@ from agentgym.errors import AgentGymError
 WORKSPACE = "/workspace"
 DEPS_MOUNT = "/opt/agentgym-deps"  # a host folder of Python packages (a repository's test requirements), read-only
 LABEL = "agentgym.sandbox"       # every container / host dir we make carries it, so strays can be reaped
-MAX_OUTPUT = 64_000              # characters of command output kept (head and tail)
+MAX_OUTPUT = 64_000              # characters of command output kept (head and tail), unless exec asks for more
 KILLED_BY_SIGKILL = (137, -9)
 
 
@@ -81,7 +81,8 @@ class Sandbox(Protocol):
     backend: str
     limits: SandboxLimits
 
-    def exec(self, command: str, timeout_s: float = 30.0, cwd: str = ".") -> ExecResult: ...
+    def exec(self, command: str, timeout_s: float = 30.0, cwd: str = ".", max_output: int = MAX_OUTPUT
+             ) -> ExecResult: ...
     def read_file(self, path: str) -> bytes: ...
     def write_file(self, path: str, data: bytes | str) -> None: ...
     def list_files(self, path: str = ".") -> list[str]: ...

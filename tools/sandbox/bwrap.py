@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 
-from agentgym.tools.sandbox.base import (DEPS_MOUNT, KILLED_BY_SIGKILL, WORKSPACE, ExecResult, OutputBuffer,
+from agentgym.tools.sandbox.base import (DEPS_MOUNT, KILLED_BY_SIGKILL, MAX_OUTPUT, WORKSPACE, ExecResult, OutputBuffer,
                                          SandboxError, SandboxLimits, SandboxUnavailable, checked_deps_dir, monotonic,
                                          owner_alive, owner_tag, sandbox_env, tar_directory, workspace_path)
 
@@ -218,7 +218,8 @@ class BwrapSandbox:
                 f"--fsize={self.limits.max_file_mb * mb}", "--nofile=1024", "--core=0", "--"]
 
     # ------------------------------------------------------------------ commands
-    def exec(self, command: str, timeout_s: float = 30.0, cwd: str = ".") -> ExecResult:
+    def exec(self, command: str, timeout_s: float = 30.0, cwd: str = ".",
+             max_output: int = MAX_OUTPUT) -> ExecResult:
         self._check_open()
         inside = os.path.join(WORKSPACE, workspace_path(cwd))
         argv = [*self._rlimit_prefix(), *self._base_args, "--chdir", inside, "bash", "-c", command]
@@ -232,7 +233,7 @@ class BwrapSandbox:
             raise SandboxError(f"bwrap failed to start: {exc}") from exc
         with self._lock:
             self._running.add(proc)
-        buffer = OutputBuffer()
+        buffer = OutputBuffer(max_output)
         reader = threading.Thread(target=self._drain, args=(proc, buffer), daemon=True)
         reader.start()
         timed_out = False

@@ -25,9 +25,10 @@ import weakref
 from typing import Any
 
 from agentgym.errors import require
-from agentgym.tools.sandbox.base import (DEPS_MOUNT, KILLED_BY_SIGKILL, LABEL, WORKSPACE, ExecResult, OutputBuffer,
-                                         SandboxError, SandboxLimits, SandboxUnavailable, checked_deps_dir, monotonic,
-                                         owner_alive, owner_tag, sandbox_env, tar_directory, workspace_path)
+from agentgym.tools.sandbox.base import (DEPS_MOUNT, KILLED_BY_SIGKILL, LABEL, MAX_OUTPUT, WORKSPACE, ExecResult,
+                                         OutputBuffer, SandboxError, SandboxLimits, SandboxUnavailable,
+                                         checked_deps_dir, monotonic, owner_alive, owner_tag, sandbox_env,
+                                         tar_directory, workspace_path)
 
 DEFAULT_IMAGE = "agentgym/swe-base:1"
 AGENT_USER = "1000:1000"
@@ -188,7 +189,8 @@ class DockerSandbox:
             pass
 
     # ------------------------------------------------------------------ commands
-    def exec(self, command: str, timeout_s: float = 30.0, cwd: str = ".") -> ExecResult:
+    def exec(self, command: str, timeout_s: float = 30.0, cwd: str = ".",
+             max_output: int = MAX_OUTPUT) -> ExecResult:
         self._check_open()
         workdir = posixpath.join(WORKSPACE, workspace_path(cwd))
         start = monotonic()
@@ -198,7 +200,7 @@ class DockerSandbox:
             stream = self._api.exec_start(exec_id, stream=True)
         except Exception as exc:
             raise SandboxError(f"the container failed: {type(exc).__name__}: {str(exc)[:200]}") from exc
-        buffer, failure = OutputBuffer(), []
+        buffer, failure = OutputBuffer(max_output), []
         reader = threading.Thread(target=_drain, args=(stream, buffer, failure), daemon=True)
         reader.start()
         reader.join(max(0.01, timeout_s))
