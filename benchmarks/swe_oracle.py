@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
             biggest = max(biggest, (len(traj.first_observation), task.instance_id))
             if not traj.success:
                 failures.append(f"{task.instance_id}: {traj.end_reason} {traj.error or ''}".strip())
+            print(f"  {'ok  ' if traj.success else 'FAIL'} {task.instance_id} ({traj.num_turns} turns, "
+                  f"first observation {len(traj.first_observation)} chars)", file=sys.stderr, flush=True)
     print(f"oracle, {args.backend}, default eval limits (max_tokens={config.sampling.max_tokens}, "
           f"max_context_tokens={config.max_context_tokens}), {time.perf_counter() - start:.0f} s:")
     for repo in sorted(ran):
