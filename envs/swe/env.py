@@ -15,7 +15,10 @@ import shlex
 from typing import Any
 
 from agentgym.core import ToolEnv, make_info
+from agentgym.envs.swe.deps import load_deps_folder
+from agentgym.envs.swe.oracle import apply_call, call_text, next_edit
 from agentgym.envs.swe.sources import resolve_tasks
+from agentgym.envs.swe.summary import summarize_files
 from agentgym.envs.swe.tasks import SWETask, apply_diff, diff_paths, read_tree
 from agentgym.envs.swe.testing import TestRun, run_pytest, summarize
 from agentgym.errors import ConfigError, MissingDependencyError
@@ -50,6 +53,22 @@ Fix the library code, not the tests: test files are restored to their original v
 Call tools with <tool_call>{"name": ..., "arguments": {...}}</tool_call>; several calls per turn are allowed."""
 
 
+# The first observation's budget in characters: the byte-level chat of scripted policies counts one token per
+# byte, so with the instructions and tool schemas (~3.5k) and the oracle's edits it fits the default eval's
+# 8,192-token context; a BPE tokenizer needs about a quarter as many tokens.
+FIRST_OBSERVATION_CHARS = 3000
+ISSUE_SHARE = 0.6  # at most this much of it for the issue (failing tests and messages); the rest lists files
+
+
+def first_observation(task: SWETask, files: list[str], budget: int) -> str:
+    """Repository name, the issue (failing tests and their messages kept), a file summary: <= `budget` chars."""
+    head = f"Repository: {task.repo or task.instance_id} (at /workspace)\n\nIssue:\n"
+    issue = _clip(task.problem_statement.strip(), int(budget * ISSUE_SHARE) - len(head))
+    files_head = "\n\nFiles (a summary; list more with bash, e.g. `ls src` or `find . -name '*.py'`):\n"
+    room = budget - len(head) - len(issue) - len(files_head)
+    return head + issue + files_head + summarize_files(files, budget=room)
+
+
 class SWEEnv(ToolEnv):
     """A bug-fix task per episode, in a Docker or bubblewrap sandbox (see the module docstring)."""
 
@@ -60,10 +79,13 @@ class SWEEnv(ToolEnv):
     def __init__(self, tasks: str = "mini", backend: str = "auto", image: str | None = None,
                  bash_timeout_s: float = 30.0, test_timeout_s: float = 120.0, progress_weight: float = 0.5,
                  pool_size: int = 2, memory_mb: int = 1024, pids: int = 256, disk_mb: int = 256,
-                 max_observation_chars: int = 8000):
+                 max_observation_chars: int = 8000, first_observation_chars: int = FIRST_OBSERVATION_CHARS):
         super().__init__()
         if progress_weight < 0 or bash_timeout_s <= 0 or test_timeout_s <= 0:
             raise ConfigError("progress_weight must be >= 0 and the timeouts > 0")
+        if first_observation_chars < 800:
+            raise ConfigError(f"first_observation_chars must be >= 800 (the issue and a file summary), "
+                              f"got {first_observation_chars}")
         try:
             self.backend = pick_backend(backend, image)
         except SandboxUnavailable as exc:  # `agentgym check` reports this as a skip with its reason
@@ -72,12 +94,18 @@ class SWEEnv(ToolEnv):
         self.tasks = resolve_tasks(tasks, self.backend)
         if not self.tasks:
             raise ConfigError(f"the task source {tasks!r} has no tasks")
+        missing = sorted({t.deps_dir for t in self.tasks if t.deps_dir and load_deps_folder(t.deps_dir) is None})
+        if missing:
+            raise ConfigError(f"the test requirements folder {missing[0]!r} is missing; make the tasks again with "
+                              "`agentgym swe make-tasks` (or `agentgym swe prepare`), which installs it")
         self.bash_timeout_s, self.test_timeout_s = bash_timeout_s, test_timeout_s
         self.progress_weight, self.max_obs = progress_weight, max_observation_chars
+        self.first_obs_chars = first_observation_chars
         self.limits = SandboxLimits(memory_mb=memory_mb, pids=pids, disk_mb=disk_mb)
         self.pool_size = pool_size
         self.sandbox: Any = None
         self.task: SWETask | None = None
+        self._plugins: tuple[str, ...] = ()
         self._failure: str | None = None
         self._fix: dict[str, str | None] = {}
         self._grading: dict[str, str | None] = {}
@@ -108,7 +136,8 @@ class SWEEnv(ToolEnv):
 
     def _pool(self, task: SWETask):
         image = task.image or self.image
-        return sandbox_pool(self.backend, image if self.backend == "docker" else None, self.limits, self.pool_size)
+        return sandbox_pool(self.backend, image if self.backend == "docker" else None, self.limits, self.pool_size,
+                            deps_dir=task.deps_dir or None)
 
     def _release(self) -> None:
         if self.sandbox is not None and self.task is not None:
@@ -133,7 +162,8 @@ class SWEEnv(ToolEnv):
             self._write(path, text)
         self._fix = apply_diff({k: v for k, v in buggy.items() if v is not None}, task.patch)
         hidden = apply_diff({k: v for k, v in buggy.items() if v is not None}, task.test_patch)
-        self._grading = {p: buggy.get(p) for p in task.test_files if buggy.get(p) is not None}
+        fixed_paths = set(diff_paths(task.patch))  # a doctest id in a library file: never write its buggy version
+        self._grading = {p: buggy.get(p) for p in task.test_files if buggy.get(p) is not None and p not in fixed_paths}
         self._grading.update(hidden)
 
     def _read_tree(self, paths: set[str]) -> dict[str, str]:
@@ -156,6 +186,8 @@ class SWEEnv(ToolEnv):
     def reset_task(self, seed: int | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self._release()
         self.task = task = self._pick(seed, options)
+        deps = load_deps_folder(task.deps_dir) if task.deps_dir else None
+        self._plugins = deps.plugins if deps else ()
         self._failure, self._submitted = None, False
         self._passed_ever, self._graded_hash = set(), None
         for attempt in range(2):  # one retry with a fresh sandbox: a pool container may have been killed
@@ -173,9 +205,7 @@ class SWEEnv(ToolEnv):
             return obs, make_info(task_id=task.instance_id, anchor=f"failed:{task.instance_id}",
                                   failure=self._failure)
         self._failure = None
-        shown = "\n".join(files[:200]) + (f"\n... and {len(files) - 200} more files" if len(files) > 200 else "")
-        obs = (f"Repository: {task.repo or task.instance_id} (at /workspace)\n\nIssue:\n{task.problem_statement}\n\n"
-               f"Files:\n{shown}")
+        obs = first_observation(task, files, self.first_obs_chars)
         return obs, make_info(task_id=task.instance_id, anchor=self._hash, task=obs)
 
     # ------------------------------------------------------------------ grading
@@ -200,7 +230,7 @@ class SWEEnv(ToolEnv):
             for path, text in self._grading.items():
                 if saved[path] != text:  # usually equal: the agent left the tests alone (one exec saved each)
                     self._write(path, text)
-            return run_pytest(self.sandbox, self.task.test_files, timeout_s=self.test_timeout_s)
+            return run_pytest(self.sandbox, self.task.test_files, timeout_s=self.test_timeout_s, plugins=self._plugins)
         finally:
             for path, text in saved.items():
                 if text != self._grading[path]:
@@ -265,24 +295,27 @@ class SWEEnv(ToolEnv):
         return self._sandboxed(view)
 
     @tool
-    def str_replace(self, path: str, old_str: str, new_str: str) -> str:
-        """Replace the one occurrence of `old_str` in a file with `new_str`.
+    def str_replace(self, path: str, old_str: str, new_str: str, line: int = 0) -> str:
+        """Replace one occurrence of `old_str` in a file with `new_str`.
 
         Args:
             path: File path relative to /workspace.
-            old_str: Exact text to replace; it must occur exactly once (include surrounding lines to make it unique).
+            old_str: Exact text to replace; it must occur once, or once starting on `line`.
             new_str: The replacement text.
+            line: Where `old_str` occurs more than once: the line (1-based) its occurrence starts on.
         """
         def edit() -> str:
             try:
                 text = self.sandbox.read_file(path).decode("utf-8", "surrogateescape")
             except SandboxError as exc:
                 raise ValueError(str(exc)) from None
-            count = text.count(old_str) if old_str else 0
-            if count != 1:
-                raise ValueError(f"old_str occurs {count} times in {path}; it must occur exactly once "
-                                 "(view the file and copy the exact text, with more context if needed)")
-            self.sandbox.write_file(path, text.replace(old_str, new_str, 1))
+            try:
+                edited = apply_call(text, {"arguments": {"old_str": old_str, "new_str": new_str, "line": line}})
+            except ValueError as exc:
+                where = f" starting on line {line}" if line else ""
+                raise ValueError(f"{exc}{where} in {path}; it must occur exactly once (view the file and copy the "
+                                 "exact text, with more context or the `line` it starts on)") from None
+            self.sandbox.write_file(path, edited)
             return f"Edited {path}: replaced {old_str.count(chr(10)) + 1} line(s)."
         return self._sandboxed(edit)
 
@@ -308,7 +341,8 @@ class SWEEnv(ToolEnv):
         """
         assert self.task is not None
         targets = shlex.split(tests) if tests.strip() else list(self.task.test_files)
-        run = self._sandboxed(lambda: run_pytest(self.sandbox, targets, timeout_s=self.test_timeout_s))
+        run = self._sandboxed(lambda: run_pytest(self.sandbox, targets, timeout_s=self.test_timeout_s,
+                                                 plugins=self._plugins))
         return summarize(run, self.max_obs)
 
     @tool
@@ -355,28 +389,34 @@ class SWEEnv(ToolEnv):
 
     # ------------------------------------------------------------------ oracle, render, close
     def oracle_action(self) -> str | None:
+        """The smallest next edit toward the fix (one `str_replace` per turn, within the default action limit),
+        or `submit` once the workspace holds the fix (see oracle.py)."""
         if self.sandbox is None or self._failure or self.task is None:
             return None
-        calls = []
         for path, text in sorted(self._fix.items()):
             try:
-                current = self.sandbox.read_file(path).decode("utf-8", "surrogateescape")
+                current: str | None = self.sandbox.read_file(path).decode("utf-8", "surrogateescape")
             except SandboxError:
                 current = None
-            if current != text:
-                calls.append({"name": "create_file", "arguments": {"path": path, "content": text}} if text is not None
-                             else {"name": "bash", "arguments": {"command": f"rm -f -- {shlex.quote(path)}"}})
-        if not calls:
-            calls = [{"name": "submit", "arguments": {}}]
-        import json
-
-        return "".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in calls)
+            if current == text:
+                continue
+            call: dict | None
+            if text is None or current is None:  # a deleted or new file: the one case a whole-file call is needed
+                call = {"name": "bash", "arguments": {"command": f"rm -f -- {shlex.quote(path)}"}} if text is None \
+                    else {"name": "create_file", "arguments": {"path": path, "content": text}}
+            else:
+                call = next_edit(path, current, text)
+            return call_text(call) if call else None
+        return call_text({"name": "submit", "arguments": {}})
 
     def close(self) -> None:
         self._release()
 
 
 def _clip(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters: its head and tail, and a line saying how much was cut between."""
     if len(text) <= limit:
         return text
-    return text[: limit // 2] + f"\n[... {len(text) - limit} characters cut ...]\n" + text[-limit // 2:]
+    keep = max(0, limit - len(f"\n[... {len(text)} characters cut ...]\n"))
+    marker = f"\n[... {len(text) - keep} characters cut ...]\n"
+    return text[: keep - keep // 2] + marker + (text[-(keep // 2):] if keep // 2 else "")

@@ -10,6 +10,7 @@ with the tasks made from them, under $AGENTGYM_CACHE (default ~/.cache/agentgym)
 """
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import subprocess
@@ -25,12 +26,22 @@ MINI_TASKS = os.path.join(MINI_DIR, "tasks.jsonl")
 # Real, well-tested pure-Python libraries whose sdists carry their tests and run under plain pytest.
 LIBRARIES = (("inflection", "0.5.1"), ("toolz", "0.12.1"))
 TASKS_PER_LIBRARY = 8
+# The corpus (`tasks="corpus"`): more libraries from the package index, none shipped here, their test requirements
+# installed at preparation time (humanize needs freezegun and pytest>=9, python-slugify text-unidecode). The held-out
+# ones form the `test` split, so an agent is evaluated on repositories it never trained on.
+CORPUS = (("inflection", "0.5.1"), ("toolz", "0.12.1"), ("humanize", "4.17.0"), ("more-itertools", "11.2.1"),
+          ("cachetools", "8.0.1"), ("python-slugify", "9.2.0"), ("parse", "1.22.4"), ("six", "1.17.0"))
+HELD_OUT = ("parse", "python-slugify")
+TASKS_PER_CORPUS_LIBRARY = 20
+TASKS_VERSION = "v2"  # bump when the synthesiser's rules change: cached task files of older rules are not read
 
 
 def resolve_tasks(spec: str, backend: str = "auto") -> list[SWETask]:
     """Tasks named by a source spec (see the module docstring)."""
     if spec == "mini":
         return load_tasks(MINI_TASKS)
+    if spec == "corpus":
+        return corpus_tasks(backend)
     if spec == "lib" or spec.startswith("lib:"):
         names = spec.split(":", 1)[1].split(",") if ":" in spec else [n for n, _ in LIBRARIES]
         known = dict(LIBRARIES)
@@ -45,7 +56,7 @@ def resolve_tasks(spec: str, backend: str = "auto") -> list[SWETask]:
         return load_swebench(path, repos_root or None)
     if os.path.exists(spec):
         return load_tasks(spec)
-    raise ConfigError(f"unknown task source {spec!r}: use 'mini', 'lib', 'lib:NAME[,NAME]' or a path to a JSONL/JSON "
+    raise ConfigError(f"unknown task source {spec!r}: use 'mini', 'lib', 'lib:NAME[,NAME]', 'corpus' or a path to a JSONL/JSON "
                       "task file (from `agentgym swe make-tasks` or SWE-bench)")
 
 
@@ -78,24 +89,38 @@ def download_sdist(name: str, version: str) -> str:
 
 
 def _archives(root: str, name: str, version: str) -> list[str]:
-    return sorted(p for pattern in (f"{name}-{version}.tar.gz", f"{name}-{version}.zip")
-                  for p in glob.glob(os.path.join(root, pattern)))
+    names = {name, name.replace("-", "_"), name.lower().replace("-", "_")}  # sdists use the normalised name
+    return sorted({p for n in names for pattern in (f"{n}-{version}.tar.gz", f"{n}-{version}.zip")
+                   for p in glob.glob(os.path.join(root, pattern))})
 
 
 def library_tasks(name: str, version: str, backend: str = "auto", max_tasks: int = TASKS_PER_LIBRARY,
-                  progress=None) -> list[SWETask]:
-    """Synthesised tasks for one library (made once, then read from the cache)."""
+                  progress=None, split: str | None = None) -> list[SWETask]:
+    """Synthesised tasks for one library, its test requirements installed (made once, then read from the cache)."""
+    from agentgym.envs.swe.deps import install_requirements, read_test_requirements
     from agentgym.envs.swe.synth import synthesize
 
-    path = os.path.join(cache_dir(), "tasks", f"{name}-{version}.jsonl")
+    path = os.path.join(cache_dir(), "tasks", TASKS_VERSION, f"{name}-{version}-{max_tasks}.jsonl")
     if os.path.isfile(path):
         return load_tasks(path)
     repo_dir = download_sdist(name, version)
+    deps = install_requirements(read_test_requirements(repo_dir), name, progress=progress)
+    if deps is not None and deps.unsatisfied and progress:
+        progress(f"{name}: could not install {'; '.join(deps.unsatisfied)}")
     report = synthesize(repo_dir, repo=name, backend=backend, max_tasks=max_tasks, max_candidates=6 * max_tasks,
-                        progress=progress)
+                        progress=progress, deps=deps)
     if not report.tasks:
         raise ConfigError(f"no valid bug task could be made from {name}=={version} ({report.rejected})")
+    tasks = [dataclasses.replace(t, extra={**t.extra, "split": split}) if split else t for t in report.tasks]
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    save_tasks(report.tasks, path + ".part")
+    save_tasks(tasks, path + ".part")
     os.replace(path + ".part", path)
     return load_tasks(path)
+
+
+def corpus_tasks(backend: str = "auto", progress=None, names: list[str] | None = None) -> list[SWETask]:
+    """Tasks of every CORPUS library (held-out libraries in the `test` split, the others in `train`)."""
+    chosen = [(n, v) for n, v in CORPUS if names is None or n in names]
+    return [t for name, version in chosen
+            for t in library_tasks(name, version, backend, TASKS_PER_CORPUS_LIBRARY, progress,
+                                   split="test" if name in HELD_OUT else "train")]

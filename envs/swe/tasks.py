@@ -34,6 +34,7 @@ class SWETask:
     image: str | None = None                   # a Docker image that holds the repository at `image_repo_dir`
     image_repo_dir: str = "/testbed"
     source: str = ""                           # "synth:<mutation>", "swebench", ...
+    deps_dir: str = ""                         # host folder of the tests' requirements (envs/swe/deps.py)
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def to_json(self) -> dict:
@@ -54,13 +55,16 @@ class SWETask:
         base = row.get("base_dir") or row.get("repo_dir") or ""
         if base and not os.path.isabs(base):
             base = os.path.normpath(os.path.join(root, base))
+        deps = row.get("deps_dir") or ""
+        if deps and not os.path.isabs(deps):
+            deps = os.path.normpath(os.path.join(root, deps))
         known = {f for f in cls.__dataclass_fields__} | {"FAIL_TO_PASS", "PASS_TO_PASS", "repo_dir"}
         return cls(instance_id=str(row["instance_id"]), repo=str(row.get("repo", "")), base_dir=base,
                    problem_statement=str(row.get("problem_statement", "")), patch=row["patch"],
                    fail_to_pass=tuple(f2p), pass_to_pass=tuple(p2p), test_patch=row.get("test_patch") or "",
                    bug_patch=row.get("bug_patch") or "", image=row.get("image"),
-                   image_repo_dir=row.get("image_repo_dir", "/testbed"), source=row.get("source", ""),
-                   extra={k: v for k, v in row.items() if k not in known})
+                   image_repo_dir=row.get("image_repo_dir", "/testbed"), source=row.get("source", ""), deps_dir=deps,
+                   extra={**(row.get("extra") or {}), **{k: v for k, v in row.items() if k not in known}})
 
     @property
     def test_files(self) -> tuple[str, ...]:
@@ -69,7 +73,10 @@ class SWETask:
 
     @property
     def split(self) -> str:
-        """A stable train/test split: one task in five is `test`, by the hash of its id."""
+        """`extra["split"]` where the task names one (the corpus holds out whole repositories); else a stable
+        hash split: one task in five is `test`, by the hash of its id."""
+        if self.extra.get("split") in ("train", "test"):
+            return self.extra["split"]
         return "test" if int(hashlib.sha1(self.instance_id.encode()).hexdigest(), 16) % 5 == 0 else "train"
 
 
@@ -84,8 +91,9 @@ def save_tasks(tasks: Iterable[SWETask], path: str, root: str | None = None) -> 
     with open(path, "w") as fh:
         for task in tasks:
             row = task.to_json()
-            if row["base_dir"]:
-                row["base_dir"] = os.path.relpath(row["base_dir"], root)
+            for key in ("base_dir", "deps_dir"):
+                if row[key]:
+                    row[key] = os.path.relpath(row[key], root)
             fh.write(json.dumps(row) + "\n")
 
 

@@ -7,8 +7,12 @@ from dataclasses import dataclass
 
 from agentgym.tools.sandbox import ExecResult, Sandbox
 
-# Third-party plugins of the interpreter stay off: they slow every run and are not the repository's own.
+# Third-party plugins of the interpreter stay off: they slow every run and are not the repository's own (those
+# from the repository's test requirements are named with -p). A `src/` layout's packages are importable.
+SRC_LAYOUT = ('if [ -d src ] && [ ! -e src/__init__.py ]; then '
+              'export PYTHONPATH="/workspace/src${PYTHONPATH:+:$PYTHONPATH}"; fi; ')
 PYTEST = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python3 -m pytest -p no:cacheprovider -rA --tb=short -q --color=no"
+PYTEST_OUTPUT = 8_000_000  # characters of pytest output kept (the model sees `summarize`'s bounded view)
 _OUTCOME = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(\S.*?)(?: - .*)?$")
 _DURATION = re.compile(r" in \d+(?:\.\d+)?s(?: \(\d+:\d+:\d+\))?")
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
@@ -52,10 +56,12 @@ def clean_output(output: str) -> str:
 
 
 def run_pytest(sandbox: Sandbox, targets: list[str] | tuple[str, ...] = (), timeout_s: float = 120.0,
-               extra: str = "") -> TestRun:
-    """Run pytest on test ids / paths (all tests when empty) inside the sandbox."""
-    command = f"{PYTEST} {extra} {' '.join(shlex.quote(t) for t in targets)}".strip()
-    result = sandbox.exec(command, timeout_s=timeout_s)
+               extra: str = "", plugins: tuple[str, ...] = ()) -> TestRun:
+    """Run pytest on test ids / paths (all tests when empty) inside the sandbox; `plugins`: modules to load."""
+    loads = " ".join(f"-p {shlex.quote(p)}" for p in plugins)
+    command = f"{SRC_LAYOUT}{PYTEST} {loads} {extra} {' '.join(shlex.quote(t) for t in targets)}".strip()
+    # a big suite's -rA summary (one line per test; subtests add progress lines) is read whole: ids parse from it
+    result = sandbox.exec(command, timeout_s=timeout_s, max_output=PYTEST_OUTPUT)
     output = clean_output(result.output)
     return TestRun(parse_statuses(output), output, result)
 

@@ -230,3 +230,22 @@ def leaked_sandboxes(backend: str, pid: int) -> list[str]:
     from agentgym.tools.sandbox.bwrap import ROOT
 
     return [n for n in os.listdir(ROOT) if n.split("_")[1] == str(pid)] if os.path.isdir(ROOT) else []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_deps_folder_is_importable_and_read_only(backend, tmp_path):
+    """A repository's test requirements (a host folder) are on PYTHONPATH inside, and cannot be changed from inside."""
+    problem = backend_problem(backend)
+    if problem:
+        pytest.skip(f"{backend} sandbox unavailable: {problem}")
+    deps = tmp_path / "deps"
+    (deps / "depmod").mkdir(parents=True)
+    (deps / "depmod" / "__init__.py").write_text("VALUE = 'from the deps folder'\n")
+    with make_sandbox(backend, limits=LIMITS, deps_dir=str(deps)) as sandbox:
+        out = sandbox.exec("python3 -c 'import depmod; print(depmod.VALUE)'", timeout_s=60)
+        assert out.ok and "from the deps folder" in out.output, out.output
+        write = sandbox.exec("echo x > /opt/agentgym-deps/depmod/__init__.py", timeout_s=30)
+        assert not write.ok and "Read-only" in write.output, write.output
+    assert (deps / "depmod" / "__init__.py").read_text() == "VALUE = 'from the deps folder'\n"
+    with pytest.raises(SandboxError, match="does not exist"):
+        make_sandbox(backend, limits=LIMITS, deps_dir=str(tmp_path / "missing"))

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import atexit
 
-from agentgym.tools.sandbox.base import (LABEL, WORKSPACE, ExecResult, Sandbox, SandboxError, SandboxLimits,
+from agentgym.tools.sandbox.base import (DEPS_MOUNT, LABEL, WORKSPACE, ExecResult, Sandbox, SandboxError, SandboxLimits,
                                          SandboxUnavailable)
 
 BACKENDS = ("docker", "bwrap")
-__all__ = ["BACKENDS", "LABEL", "WORKSPACE", "ExecResult", "Sandbox", "SandboxError", "SandboxLimits",
+__all__ = ["BACKENDS", "DEPS_MOUNT", "LABEL", "WORKSPACE", "ExecResult", "Sandbox", "SandboxError", "SandboxLimits",
            "SandboxUnavailable", "backend_problem", "close_pools", "make_sandbox", "pick_backend", "sandbox_pool"]
 _pools: dict[tuple, object] = {}
 
@@ -50,23 +50,25 @@ def pick_backend(backend: str = "auto", image: str | None = None) -> str:
     raise SandboxUnavailable("no sandbox back end available (" + "; ".join(reasons) + ")")
 
 
-def make_sandbox(backend: str = "auto", image: str | None = None, limits: SandboxLimits | None = None) -> Sandbox:
-    """A fresh sandbox from the chosen back end (`auto`, `docker` or `bwrap`)."""
-    return sandbox_pool(backend, image, limits, size=0).acquire()
+def make_sandbox(backend: str = "auto", image: str | None = None, limits: SandboxLimits | None = None,
+                 deps_dir: str | None = None) -> Sandbox:
+    """A fresh sandbox from the chosen back end (`auto`, `docker` or `bwrap`); `deps_dir`: a host folder of
+    Python packages mounted read-only at DEPS_MOUNT and put on PYTHONPATH (a repository's test requirements)."""
+    return sandbox_pool(backend, image, limits, size=0, deps_dir=deps_dir).acquire()
 
 
 def sandbox_pool(backend: str = "auto", image: str | None = None, limits: SandboxLimits | None = None,
-                 size: int = 2):
-    """A process-wide pool per (back end, image, limits): docker keeps `size` warm containers ready."""
+                 size: int = 2, deps_dir: str | None = None):
+    """A process-wide pool per (back end, image, limits, deps folder): docker keeps `size` warm containers."""
     name = pick_backend(backend, image)
-    key = (name, image, limits, size)
+    key = (name, image, limits, size, deps_dir or None)
     if key not in _pools:
         if name == "docker":
             from agentgym.tools.sandbox.docker import DEFAULT_IMAGE, DockerPool
 
-            _pools[key] = DockerPool(image or DEFAULT_IMAGE, limits, size=size)
+            _pools[key] = DockerPool(image or DEFAULT_IMAGE, limits, size=size, deps_dir=deps_dir)
         else:
-            _pools[key] = _BwrapPool(limits)
+            _pools[key] = _BwrapPool(limits, deps_dir)
         if len(_pools) == 1:
             atexit.register(close_pools)
     return _pools[key]
@@ -85,13 +87,13 @@ def close_pools() -> None:
 class _BwrapPool:
     """bwrap needs no warm pool (a sandbox is a directory); same interface as DockerPool."""
 
-    def __init__(self, limits: SandboxLimits | None):
-        self.limits = limits
+    def __init__(self, limits: SandboxLimits | None, deps_dir: str | None = None):
+        self.limits, self.deps_dir = limits, deps_dir
 
     def acquire(self):
         from agentgym.tools.sandbox.bwrap import BwrapSandbox
 
-        return BwrapSandbox(self.limits)
+        return BwrapSandbox(self.limits, deps_dir=self.deps_dir)
 
     def release(self, sandbox) -> None:
         sandbox.close()

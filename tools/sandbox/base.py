@@ -18,8 +18,9 @@ from typing import Protocol, runtime_checkable
 from agentgym.errors import AgentGymError
 
 WORKSPACE = "/workspace"
+DEPS_MOUNT = "/opt/agentgym-deps"  # a host folder of Python packages (a repository's test requirements), read-only
 LABEL = "agentgym.sandbox"       # every container / host dir we make carries it, so strays can be reaped
-MAX_OUTPUT = 64_000              # characters of command output kept (head and tail)
+MAX_OUTPUT = 64_000              # characters of command output kept (head and tail), unless exec asks for more
 KILLED_BY_SIGKILL = (137, -9)
 
 
@@ -80,7 +81,8 @@ class Sandbox(Protocol):
     backend: str
     limits: SandboxLimits
 
-    def exec(self, command: str, timeout_s: float = 30.0, cwd: str = ".") -> ExecResult: ...
+    def exec(self, command: str, timeout_s: float = 30.0, cwd: str = ".", max_output: int = MAX_OUTPUT
+             ) -> ExecResult: ...
     def read_file(self, path: str) -> bytes: ...
     def write_file(self, path: str, data: bytes | str) -> None: ...
     def list_files(self, path: str = ".") -> list[str]: ...
@@ -93,6 +95,21 @@ class Sandbox(Protocol):
 
 
 # ----------------------------------------------------------------------------------------------- helpers
+
+def sandbox_env(base: dict[str, str], deps_dir: str | None) -> dict[str, str]:
+    """The command environment: `base`, with DEPS_MOUNT first on PYTHONPATH when a deps folder is mounted."""
+    return dict(base, PYTHONPATH=DEPS_MOUNT) if deps_dir else dict(base)
+
+
+def checked_deps_dir(deps_dir: str | None) -> str | None:
+    """An absolute deps folder, or SandboxError naming the problem (a missing folder fails here, not in a mount)."""
+    if not deps_dir:
+        return None
+    if not os.path.isdir(deps_dir):
+        raise SandboxError(f"the requirements folder {deps_dir!r} does not exist; prepare it again "
+                           "(`agentgym swe make-tasks` / `agentgym swe prepare` install it)")
+    return os.path.abspath(deps_dir)
+
 
 def workspace_path(path: str) -> str:
     """`path` as a normalised path relative to the workspace; raises SandboxError if it leaves it."""

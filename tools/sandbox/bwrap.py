@@ -29,9 +29,9 @@ import threading
 import time
 import uuid
 
-from agentgym.tools.sandbox.base import (KILLED_BY_SIGKILL, WORKSPACE, ExecResult, OutputBuffer, SandboxError,
-                                         SandboxLimits, SandboxUnavailable, monotonic, owner_alive, owner_tag,
-                                         tar_directory, workspace_path)
+from agentgym.tools.sandbox.base import (DEPS_MOUNT, KILLED_BY_SIGKILL, MAX_OUTPUT, WORKSPACE, ExecResult, OutputBuffer,
+                                         SandboxError, SandboxLimits, SandboxUnavailable, checked_deps_dir, monotonic,
+                                         owner_alive, owner_tag, sandbox_env, tar_directory, workspace_path)
 
 ROOT = os.environ.get("AGENTGYM_SANDBOX_DIR", os.path.join(tempfile.gettempdir(), "agentgym-sandbox"))
 SANDBOX_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKSPACE, "LANG": "C.UTF-8", "TMPDIR": "/tmp",
@@ -158,7 +158,7 @@ class BwrapSandbox:
 
     backend = "bwrap"
 
-    def __init__(self, limits: SandboxLimits | None = None):
+    def __init__(self, limits: SandboxLimits | None = None, deps_dir: str | None = None):
         global _reaped
         problem = bwrap_problem() if not _reaped else None
         if problem:
@@ -167,6 +167,7 @@ class BwrapSandbox:
             reap_stale()
             _reaped = True
         self.limits = limits or SandboxLimits()
+        self.deps_dir = checked_deps_dir(deps_dir)
         os.makedirs(ROOT, mode=0o755, exist_ok=True)
         self.dir = os.path.join(ROOT, f"{owner_tag().replace(':', '_')}_{uuid.uuid4().hex[:8]}")
         self.workspace = os.path.join(self.dir, "ws")
@@ -196,14 +197,15 @@ class BwrapSandbox:
             fh.write("agent:x:1000:\n")
 
     def _bwrap_args(self) -> list[str]:
-        env = dict(SANDBOX_ENV, PATH=f"{_python_bin_dir()}:{SANDBOX_ENV['PATH']}")
+        env = sandbox_env(dict(SANDBOX_ENV, PATH=f"{_python_bin_dir()}:{SANDBOX_ENV['PATH']}"), self.deps_dir)
+        deps = ["--ro-bind", self.deps_dir, DEPS_MOUNT] if self.deps_dir else []
         args = ["bwrap", "--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
                 "--die-with-parent", "--new-session", *_system_binds(),
                 "--ro-bind", os.path.join(self.dir, "passwd"), "/etc/passwd",
                 "--ro-bind", os.path.join(self.dir, "group"), "/etc/group",
                 "--proc", "/proc", "--dev", "/dev",
                 "--size", str(self.limits.tmp_mb * 2**20), "--tmpfs", "/tmp",
-                "--bind", self.workspace, WORKSPACE, "--remount-ro", "/", "--clearenv"]
+                "--bind", self.workspace, WORKSPACE, *deps, "--remount-ro", "/", "--clearenv"]
         for key, value in env.items():
             args += ["--setenv", key, value]
         return args
@@ -216,7 +218,8 @@ class BwrapSandbox:
                 f"--fsize={self.limits.max_file_mb * mb}", "--nofile=1024", "--core=0", "--"]
 
     # ------------------------------------------------------------------ commands
-    def exec(self, command: str, timeout_s: float = 30.0, cwd: str = ".") -> ExecResult:
+    def exec(self, command: str, timeout_s: float = 30.0, cwd: str = ".",
+             max_output: int = MAX_OUTPUT) -> ExecResult:
         self._check_open()
         inside = os.path.join(WORKSPACE, workspace_path(cwd))
         argv = [*self._rlimit_prefix(), *self._base_args, "--chdir", inside, "bash", "-c", command]
@@ -230,7 +233,7 @@ class BwrapSandbox:
             raise SandboxError(f"bwrap failed to start: {exc}") from exc
         with self._lock:
             self._running.add(proc)
-        buffer = OutputBuffer()
+        buffer = OutputBuffer(max_output)
         reader = threading.Thread(target=self._drain, args=(proc, buffer), daemon=True)
         reader.start()
         timed_out = False

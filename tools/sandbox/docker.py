@@ -25,8 +25,9 @@ import weakref
 from typing import Any
 
 from agentgym.errors import require
-from agentgym.tools.sandbox.base import (KILLED_BY_SIGKILL, LABEL, WORKSPACE, ExecResult, OutputBuffer, SandboxError,
-                                         SandboxLimits, SandboxUnavailable, monotonic, owner_alive, owner_tag,
+from agentgym.tools.sandbox.base import (DEPS_MOUNT, KILLED_BY_SIGKILL, LABEL, MAX_OUTPUT, WORKSPACE, ExecResult,
+                                         OutputBuffer, SandboxError, SandboxLimits, SandboxUnavailable,
+                                         checked_deps_dir, monotonic, owner_alive, owner_tag, sandbox_env,
                                          tar_directory, workspace_path)
 
 DEFAULT_IMAGE = "agentgym/swe-base:1"
@@ -91,9 +92,12 @@ def _close_all() -> None:
             pass
 
 
-def start_container(image: str, limits: SandboxLimits, max_lifetime_s: int = 6 * 3600) -> Any:
-    """Start one locked-down container and return it (the cold path a pool hides)."""
+def start_container(image: str, limits: SandboxLimits, max_lifetime_s: int = 6 * 3600,
+                    deps_dir: str | None = None) -> Any:
+    """Start one locked-down container and return it (the cold path a pool hides); `deps_dir` is bound
+    read-only at DEPS_MOUNT and put on PYTHONPATH."""
     api = client()
+    volumes = {deps_dir: {"bind": DEPS_MOUNT, "mode": "ro"}} if deps_dir else {}
     try:
         return api.containers.run(
             image, ["sleep", str(max_lifetime_s)], detach=True, user="0:0", init=True, network_mode="none",
@@ -104,7 +108,8 @@ def start_container(image: str, limits: SandboxLimits, max_lifetime_s: int = 6 *
             cap_drop=["ALL"], security_opt=["no-new-privileges"], hostname="sandbox", working_dir=WORKSPACE,
             ulimits=[{"Name": "fsize", "Soft": limits.max_file_mb * 2**20, "Hard": limits.max_file_mb * 2**20},
                      {"Name": "nofile", "Soft": 1024, "Hard": 1024}, {"Name": "core", "Soft": 0, "Hard": 0}],
-            labels={LABEL: "1", f"{LABEL}.owner": owner_tag()}, environment=SANDBOX_ENV)
+            labels={LABEL: "1", f"{LABEL}.owner": owner_tag()}, environment=sandbox_env(SANDBOX_ENV, deps_dir),
+            volumes=volumes)
     except Exception as exc:
         raise SandboxError(f"could not start a container from {image!r}: {str(exc)[:300]}") from exc
 
@@ -114,10 +119,14 @@ class DockerSandbox:
 
     backend = "docker"
 
-    def __init__(self, image: str = DEFAULT_IMAGE, limits: SandboxLimits | None = None, container: Any = None):
+    def __init__(self, image: str = DEFAULT_IMAGE, limits: SandboxLimits | None = None, container: Any = None,
+                 deps_dir: str | None = None):
         self.image = image
         self.limits = limits or SandboxLimits()
-        self.container = container if container is not None else start_container(image, self.limits)
+        self.deps_dir = checked_deps_dir(deps_dir)
+        self.env = sandbox_env(SANDBOX_ENV, self.deps_dir)
+        self.container = container if container is not None else start_container(image, self.limits,
+                                                                                  deps_dir=self.deps_dir)
         self._api = client().api
         self._snapshot: bytes | None = None
         self._closed = False
@@ -129,7 +138,7 @@ class DockerSandbox:
         """Run argv to completion (no timeout: for our own short tar/find/kill helpers)."""
         try:
             exec_id = self._api.exec_create(self.container.id, argv, user=user, workdir=workdir,
-                                            environment=SANDBOX_ENV, stdin=stdin is not None)["Id"]
+                                            environment=self.env, stdin=stdin is not None)["Id"]
             if stdin is None:
                 out, err = self._api.exec_start(exec_id, demux=True)
             else:
@@ -180,17 +189,18 @@ class DockerSandbox:
             pass
 
     # ------------------------------------------------------------------ commands
-    def exec(self, command: str, timeout_s: float = 30.0, cwd: str = ".") -> ExecResult:
+    def exec(self, command: str, timeout_s: float = 30.0, cwd: str = ".",
+             max_output: int = MAX_OUTPUT) -> ExecResult:
         self._check_open()
         workdir = posixpath.join(WORKSPACE, workspace_path(cwd))
         start = monotonic()
         try:
             exec_id = self._api.exec_create(self.container.id, ["bash", "-c", command], user=AGENT_USER,
-                                            workdir=workdir, environment=SANDBOX_ENV)["Id"]
+                                            workdir=workdir, environment=self.env)["Id"]
             stream = self._api.exec_start(exec_id, stream=True)
         except Exception as exc:
             raise SandboxError(f"the container failed: {type(exc).__name__}: {str(exc)[:200]}") from exc
-        buffer, failure = OutputBuffer(), []
+        buffer, failure = OutputBuffer(max_output), []
         reader = threading.Thread(target=_drain, args=(stream, buffer, failure), daemon=True)
         reader.start()
         reader.join(max(0.01, timeout_s))
@@ -341,8 +351,10 @@ class DockerPool:
     used one in the background. A refill thread tops the pool up; `close()` removes everything.
     """
 
-    def __init__(self, image: str = DEFAULT_IMAGE, limits: SandboxLimits | None = None, size: int = 2):
+    def __init__(self, image: str = DEFAULT_IMAGE, limits: SandboxLimits | None = None, size: int = 2,
+                 deps_dir: str | None = None):
         self.image, self.limits, self.size = image, limits or SandboxLimits(), max(0, size)
+        self.deps_dir = checked_deps_dir(deps_dir)
         self._ready: collections.deque[Any] = collections.deque()
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -362,7 +374,7 @@ class DockerPool:
                         break
                     self._starting += 1
                 try:
-                    container = start_container(self.image, self.limits)
+                    container = start_container(self.image, self.limits, deps_dir=self.deps_dir)
                 except SandboxError:
                     time.sleep(1.0)
                     container = None
@@ -378,7 +390,7 @@ class DockerPool:
         with self._lock:
             container = self._ready.popleft() if self._ready else None
         self._wake.set()
-        return DockerSandbox(self.image, self.limits, container=container)
+        return DockerSandbox(self.image, self.limits, container=container, deps_dir=self.deps_dir)
 
     def release(self, sandbox: DockerSandbox) -> None:
         threading.Thread(target=sandbox.close, daemon=True).start()
