@@ -8,7 +8,8 @@ _SID = {"name": "session_id", "in": "path", "required": True, "schema": {"type":
 _ANY: dict[str, Any] = {}   # an encoded value (envs/remote/wire.py): any JSON
 _ERROR = {"type": "object", "required": ["error"], "properties": {"error": {
     "type": "object", "required": ["type", "message"],
-    "properties": {"type": {"type": "string"}, "message": {"type": "string"}, "exception": {"type": "string"}}}}}
+    "properties": {"type": {"type": "string"}, "message": {"type": "string"}, "exception": {"type": "string"},
+                   "allow": {"type": "string"}}}}}
 _INFO = {"type": "object", "description": "the step's info; tuples, sets, bytes and tool results are tagged "
          "objects (envs/remote/wire.py) so anchors decode to equal hashable values",
          "properties": {"success": {"type": "boolean"}, "valid_action": {"type": "boolean"}, "anchor": _ANY,
@@ -16,7 +17,7 @@ _INFO = {"type": "object", "description": "the step's info; tuples, sets, bytes 
 _DESCRIBE = {"instructions": {"type": "string"}, "tools": {"type": "array", "items": {"type": "object"}},
              "max_turns": {"type": "integer", "nullable": True}, "snapshot": {"type": "boolean"}}
 _ERRORS = {"400": "bad request: the message says what to send", "404": "no such session (closed or reaped)",
-           "405": "wrong method", "409": "the session is answering an earlier request",
+           "403": "a snapshot this server did not sign (never restored)", "405": "wrong method", "409": "the session is answering an earlier request, or has not been reset yet",
            "413": "body larger than the server's max_body_bytes", "500": "the env raised: its message",
            "501": "the env does not support snapshots", "503": "too many sessions, or every env slot busy"}
 
@@ -40,7 +41,8 @@ def _op(summary: str, ok: dict[str, Any], body: dict[str, Any] | None = None, se
     if session:
         op["parameters"] = [_SID]
     if body is not None:
-        op["requestBody"] = {"required": False, "content": {"application/json": {"schema": body}}}
+        op["requestBody"] = {"required": bool(body.get("required")),
+                             "content": {"application/json": {"schema": body}}}
     return op
 
 
@@ -71,7 +73,7 @@ def openapi_schema(env_id: str) -> dict[str, Any]:
                                                     errors=("404", "500")), "operationId": "closeSession"}},
         "/sessions/{session_id}/reset": {"post": {**_op("reset(seed, options)", _obj(
             {"observation": {"type": "string"}, "info": _INFO, **_DESCRIBE}, ["observation", "info"]),
-            body=_obj({"seed": {"type": "integer", "minimum": 0, "nullable": True},
+            body=_obj({"seed": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1, "nullable": True},
                        "options": {"type": "object", "nullable": True}}, extra=True)), "operationId": "resetSession"}},
         "/sessions/{session_id}/step": {"post": {**_op("step(action): any string is a legal action", step_ok,
                                                        body=_obj({"action": {"type": "string"}}, ["action"], extra=True)),
@@ -81,7 +83,7 @@ def openapi_schema(env_id: str) -> dict[str, Any]:
             errors=("404", "409", "500", "501", "503")), "operationId": "snapshotSession"}},
         "/sessions/{session_id}/restore": {"post": {**_op("go back to a snapshot this server made", _obj(
             {"restored": {"type": "boolean"}}), body=_obj({"snapshot": {"type": "string"}}, ["snapshot"], extra=True),
-            errors=("400", "404", "409", "413", "500", "501", "503")), "operationId": "restoreSession"}},
+            errors=("400", "403", "404", "409", "413", "500", "501", "503")), "operationId": "restoreSession"}},
         "/sessions/{session_id}/render": {"get": {**_op("render() text for a person", _obj(
             {"text": {"type": "string", "nullable": True}}), errors=("404", "409", "500", "503")),
             "operationId": "renderSession"}},

@@ -55,16 +55,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        if status == 405:
+            self.send_header("Allow", str(payload.get("error", {}).get("allow", "")))
         if close:
             self.send_header("Connection", "close")
             self.close_connection = True
         try:
             self.end_headers()
-            self.wfile.write(data)
+            if self.command != "HEAD":
+                self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):   # the client gave up (its step timed out)
             self.close_connection = True
 
-    do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = _serve
+    def __getattr__(self, name: str) -> Any:
+        # every method (do_GET, do_TRACE, do_QUERY ...) reaches the service, which answers 405 with an
+        # Allow header for those a path does not take, instead of http.server's HTML 501
+        if name.startswith("do_"):
+            return self._serve
+        raise AttributeError(name)
 
     def log_message(self, format: str, *args: Any) -> None:  # requests are not logged: a trainer sends thousands
         pass

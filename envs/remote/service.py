@@ -35,9 +35,9 @@ _SESSION_PATH = re.compile(r"^/sessions/([0-9a-f]{32})(?:/(reset|step|snapshot|r
 class RequestError(Exception):
     """A request the service refuses: the HTTP status and a message that says what to send instead."""
 
-    def __init__(self, status: int, kind: str, message: str):
+    def __init__(self, status: int, kind: str, message: str, allow: str = ""):
         super().__init__(message)
-        self.status, self.kind, self.message = status, kind, message
+        self.status, self.kind, self.message, self.allow = status, kind, message, allow
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,7 @@ class _Session:
     env: Any
     lock: threading.Lock = field(default_factory=threading.Lock)
     last_used: float = field(default_factory=time.monotonic)
+    started: bool = False   # reset (or restored) at least once: an episode exists to step
 
 
 def _json_body(body: bytes) -> dict[str, Any]:
@@ -102,8 +103,9 @@ class EnvService:
         """(HTTP status, JSON payload) for one request; never raises."""
         try:
             return 200, self._route(method, path.split("?", 1)[0], body)
-        except RequestError as exc:
-            return exc.status, {"error": {"type": exc.kind, "message": exc.message}}
+        except RequestError as exc:   # `allow` becomes the Allow header of a 405
+            extra = {"allow": exc.allow} if exc.allow else {}
+            return exc.status, {"error": {"type": exc.kind, "message": exc.message, **extra}}
         except AgentGymError as exc:  # the env refused what was asked (a bad task_id, options, snapshot ...)
             return 400, {"error": {"type": "bad_request", "exception": type(exc).__name__, "message": str(exc)}}
         except Exception as exc:  # an env bug: the env's own message goes back to the client
@@ -121,13 +123,16 @@ class EnvService:
             return fixed[(method, path)]()
         match = _SESSION_PATH.match(path)
         if match is None:
-            if any(p == path for _, p in fixed):
-                raise RequestError(405, "method_not_allowed", f"{method} is not allowed on {path}")
+            allowed_here = [m for m, p in fixed if p == path]
+            if allowed_here:
+                raise RequestError(405, "method_not_allowed", f"{method} is not allowed on {path}; use "
+                                   f"{allowed_here[0]}", allow=", ".join(allowed_here))
             raise RequestError(404, "not_found", f"no route {method} {path}; GET /openapi.json lists them")
         sid, action = match.groups()
         allowed = {None: "DELETE", "render": "GET", "oracle": "GET"}.get(action, "POST")
         if method != allowed:
-            raise RequestError(405, "method_not_allowed", f"{method} is not allowed on {path}; use {allowed}")
+            raise RequestError(405, "method_not_allowed", f"{method} is not allowed on {path}; use {allowed}",
+                               allow=allowed)
         if action is None:
             return self.close_session(sid)
         return self._in_session(sid, action, _json_body(body))
@@ -230,8 +235,13 @@ class EnvService:
             raise RequestError(409, "session_busy", f"session {sid} is still answering an earlier request; "
                                "send one request at a time per session")
         try:
+            if not session.started and action not in ("reset", "restore"):
+                raise RequestError(409, "not_reset", f"session {sid} has no episode yet; POST "
+                                   f"/sessions/{sid}/reset first")
             with self._slot():
-                return getattr(self, f"_do_{action}")(session.env, body)
+                reply = getattr(self, f"_do_{action}")(session.env, body)
+            session.started = session.started or action in ("reset", "restore")
+            return reply
         finally:
             session.last_used = time.monotonic()
             session.lock.release()
@@ -273,15 +283,15 @@ class EnvService:
     def _do_restore(self, env: Any, body: dict[str, Any]) -> dict[str, Any]:
         if not snapshots.supports_snapshot(env):
             raise RequestError(501, "no_snapshots", f"{self.env_id} does not support snapshots")
-        try:
+        try:   # 403 for anything this server did not sign: it is never unpickled
             signed = base64.b64decode(str(body.get("snapshot", "")), validate=True)
         except ValueError as exc:
-            raise RequestError(400, "bad_snapshot", f"snapshot must be base64 ({exc})") from exc
+            raise RequestError(403, "bad_snapshot", f"snapshot must be the base64 this server sent ({exc})") from exc
         head, mac, data = signed[:len(SNAPSHOT_MAGIC)], signed[len(SNAPSHOT_MAGIC):len(SNAPSHOT_MAGIC) + 32], \
             signed[len(SNAPSHOT_MAGIC) + 32:]
         good = hmac.new(self._key, data, hashlib.sha256).digest()
         if head != SNAPSHOT_MAGIC or not hmac.compare_digest(mac, good):
-            raise RequestError(400, "bad_snapshot", "this snapshot was not made by this server (bad signature); "
+            raise RequestError(403, "bad_snapshot", "this snapshot was not made by this server (bad signature); "
                                "replicas that share snapshots need the same AGENTGYM_SNAPSHOT_KEY")
         snapshots.restore(env, data)
         return {"restored": True}

@@ -103,7 +103,8 @@ def test_http_errors_are_json_with_a_message(served):
                  ("GET", f"/sessions/{sid}/step", b"", 405, "use POST"),
                  ("POST", "/nowhere", b"", 404, "openapi.json"),
                  ("POST", "/sessions", b'{"kwargs": {}}', 400, "fixed kwargs"),
-                 ("POST", f"/sessions/{sid}/restore", b'{"snapshot": "QUJD"}', 400, "bad signature")]
+                 ("POST", f"/sessions/{sid}/restore", b'{"snapshot": "QUJD"}', 403, "bad signature"),
+                 ("POST", f"/sessions/{sid}/restore", b'{"snapshot": "\\u00e9"}', 403, "base64")]
         for method, path, body, status, fragment in cases:
             reply = http.request(method, path, content=body)
             assert reply.status_code == status, (path, reply.text)
