@@ -47,7 +47,9 @@ class RemoteEnv(TextEnv):
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"url must start with http:// or https://, got {url!r}")
         self.url, self.env_id = url.rstrip("/"), env_id
-        self._http = httpx.Client(base_url=self.url, timeout=httpx.Timeout(step_timeout_s, connect=connect_timeout_s))
+        # trust_env=False: an env server is reached directly, never through an HTTP(S)_PROXY from the environment
+        self._http = httpx.Client(base_url=self.url, timeout=httpx.Timeout(step_timeout_s, connect=connect_timeout_s),
+                                  trust_env=False)
         self._session: str | None = None
         self._describe: dict[str, Any] = {}
         self._tools: list[Tool] = []
