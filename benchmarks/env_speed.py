@@ -9,6 +9,7 @@ on its own.
 
     python benchmarks/env_speed.py                 # default: 3 rounds of ~1 s each per env
     python benchmarks/env_speed.py --rounds 5 --seconds 2
+    python benchmarks/env_speed.py --served       # also: served over loopback vs in-process, snapshot costs
 
 ScienceWorld (its JVM, started before timing) is measured with the simulator's valid-action list on
 (`info["admissible_actions"]`, random choices from it) and off (the policy fetches the same list
@@ -46,7 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=1.0, help="time per env per round")
     parser.add_argument("--tw-games", type=int, default=1, help="distinct generated TextWorld games to cycle")
     parser.add_argument("--cache-dir", default=None, help="TextWorld game cache (default: a temporary folder)")
+    parser.add_argument("--served", action="store_true", help="then the served env and snapshot costs "
+                        "(benchmarks/env_serve_speed.py)")
     args = parser.parse_args(argv)
+    if args.served:
+        import env_serve_speed  # the script's folder is on sys.path
+
+        env_serve_speed.main(["--rounds", str(args.rounds)])
 
     with contextlib.ExitStack() as stack:  # removes the temporary game cache at the end
         return run(args, stack)
