@@ -124,9 +124,8 @@ def _continue(engine: _Engine, env: Any, point: _Point, slot: int, group_id: int
     """An episode that starts at the point's turn with the trunk's turns before it as its own."""
     trunk, k = point.trunk, point.turn
     ep = _Episode(slot, trunk.seed, group_id, sample)
-    # _Episode's fields are typed by their empty starting values (rollout.py): set them as its start() does
-    ep.env_id, ep.system, ep.tools, ep.limit = trunk.env_id, trunk.system_prompt, point.tools, \
-        engine.config.max_turns or env_turn_limit(env)
+    ep.env_id, ep.system, ep.tools = trunk.env_id, trunk.system_prompt, point.tools
+    ep.limit = engine.config.max_turns or env_turn_limit(env)
     if ep.limit is None:
         raise ConfigError(f"env {trunk.env_id!r} has no turn limit; set RolloutConfig.max_turns")
     ep.task_id, ep.task, ep.ground_truth, ep.first_obs = trunk.task_id, trunk.task, trunk.ground_truth, \
