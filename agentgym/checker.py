@@ -16,8 +16,7 @@ options, data not reused). Then the text-env checks, each with a name that a fai
                   accepted without an exception, flagged `valid_action=False` and answered with feedback
     oracle        where `oracle_action()` knows an action, following it is valid and solves the task
     turn limit    a registered `max_turns` ends the episode (`truncated`) on time
-    snapshot      where the env supports snapshot()/restore(): a restored env (the same instance or a fresh
-                  one) answers the same actions with the same observations and rewards
+    snapshot      where snapshot()/restore() exist: a restored env (same or fresh instance) answers alike
     render        `render()` gives text (or None) after reset
     close         `close()` may be called twice
 
