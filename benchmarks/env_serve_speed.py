@@ -120,14 +120,16 @@ def snap_cost(env, name: str, repeats: int) -> None:
         _, _, terminated, truncated, info = env.step(rng.choice(info.get("admissible_actions") or ["look"]))
         if terminated or truncated:
             _, info = env.reset(seed=1)
-    t0 = time.perf_counter()
+    takes, backs = [], []   # medians: a shared machine's stalls would dominate a mean
     for _ in range(repeats):
+        t0 = time.perf_counter()
         data = snapshot(env)
-    taken = (time.perf_counter() - t0) / repeats
-    t0 = time.perf_counter()
+        takes.append(time.perf_counter() - t0)
     for _ in range(repeats):
+        t0 = time.perf_counter()
         restore(env, data)
-    back = (time.perf_counter() - t0) / repeats
+        backs.append(time.perf_counter() - t0)
+    taken, back = statistics.median(takes), statistics.median(backs)
     print(f"  {name:<44s} snapshot {taken * 1e6:>9,.0f} us   restore {back * 1e6:>9,.0f} us   {len(data):>9,} bytes")
 
 
@@ -135,7 +137,7 @@ def snapshot_figures(args: argparse.Namespace) -> None:
     import agentgym
     from agentgym.errors import MissingDependencyError
 
-    print(f"\nsnapshot / restore after reset + 3 steps (mean of {args.repeats}):")
+    print(f"\nsnapshot / restore after reset + 3 steps (median of {args.repeats}):")
     for name, env_id, kwargs in FAMILIES:
         try:
             env = agentgym.make(env_id, **kwargs)
