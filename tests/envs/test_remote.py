@@ -82,6 +82,15 @@ def test_remote_url_id_plays_like_the_local_env(served):
     assert server.service.health()["sessions"] == 0
 
 
+def test_trajectories_name_the_served_env(served):
+    from agentgym.policies.scripted import OraclePolicy
+    from agentgym.rollout import rollout
+
+    env_id = f"remote:{served().url}/{KEYDOOR}"
+    trajs = rollout(env_id, OraclePolicy(), None, seeds=[0, 1])
+    assert [t.env_id for t in trajs] == [env_id, env_id] and all(t.success for t in trajs)
+
+
 def test_wrong_env_id_and_dead_url_are_one_line_errors(served):
     server = served()
     with pytest.raises(ConfigError, match="serves 'agentgym/Toy-KeyDoor-v0'"):
