@@ -120,12 +120,11 @@ def snap_cost(env, name: str, repeats: int) -> None:
         _, _, terminated, truncated, info = env.step(rng.choice(info.get("admissible_actions") or ["look"]))
         if terminated or truncated:
             _, info = env.reset(seed=1)
-    takes, backs = [], []   # medians: a shared machine's stalls would dominate a mean
+    takes, backs = [], []   # interleaved, and medians: a shared machine's stalls would dominate a mean
     for _ in range(repeats):
         t0 = time.perf_counter()
         data = snapshot(env)
         takes.append(time.perf_counter() - t0)
-    for _ in range(repeats):
         t0 = time.perf_counter()
         restore(env, data)
         backs.append(time.perf_counter() - t0)
