@@ -51,9 +51,14 @@ def main(argv: list[str] | None = None) -> int:
                         "(benchmarks/env_serve_speed.py)")
     args = parser.parse_args(argv)
     if args.served:
-        import env_serve_speed  # the script's folder is on sys.path
+        import importlib.util
+        from pathlib import Path
 
-        env_serve_speed.main(["--rounds", str(args.rounds)])
+        path = Path(__file__).with_name("env_serve_speed.py")
+        spec = importlib.util.spec_from_file_location("env_serve_speed", path)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        module.main(["--rounds", str(args.rounds)])
 
     with contextlib.ExitStack() as stack:  # removes the temporary game cache at the end
         return run(args, stack)
