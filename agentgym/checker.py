@@ -16,6 +16,7 @@ options, data not reused). Then the text-env checks, each with a name that a fai
                   accepted without an exception, flagged `valid_action=False` and answered with feedback
     oracle        where `oracle_action()` knows an action, following it is valid and solves the task
     turn limit    a registered `max_turns` ends the episode (`truncated`) on time
+    snapshot      where snapshot()/restore() exist: a restored env (same or fresh instance) answers alike
     render        `render()` gives text (or None) after reset
     close         `close()` may be called twice
 
@@ -34,6 +35,7 @@ from typing import Any, Callable, Sequence
 import gymnasium as gym
 
 from agentgym.errors import CheckError, MissingDependencyError
+from agentgym.snapshot import check_snapshot
 
 GARBAGE_ACTIONS: tuple[tuple[str, str], ...] = (
     ("empty", ""),
@@ -469,6 +471,9 @@ def check_env(env_or_id: Any, *, seeds: Sequence[int] = (0, 1), max_steps: int =
             passed.append("oracle")
         if check_turn_limit(env):
             passed.append("turn limit")
+        pick = lambda e, info, rng=random.Random(seeds[0]): _pick_action(e, info, rng)  # noqa: E731
+        if _guard("snapshot", lambda: check_snapshot(env, seeds[0], pick, factory=factory)):
+            passed.append("snapshot")
         check_render_and_close(env, factory)
         passed += ["render", "close"]
     finally:

@@ -18,6 +18,7 @@ SUBCOMMAND_MODULES = (
     "agentgym.train.sft.cli",     # sft
     "agentgym.tools.retrieval.cli",  # serve retrieval
     "agentgym.envs.web.cli",      # serve shop
+    "agentgym.envs.remote.cli",   # serve env
     "agentgym.envs.swe.cli",      # swe make-tasks, swe prepare
     "agentgym.doctor",            # doctor
 )

@@ -55,6 +55,8 @@ class TextEnv(gym.Env[str, str]):
     metadata: dict[str, Any] = {"render_modes": ["ansi", "human"]}
     observation_space = Text(MAX_TEXT)
     action_space = Text(MAX_TEXT)
+    # attributes that hold the episode's state: listing them gives the env snapshot() / restore()
+    snapshot_fields: tuple[str, ...] = ()
 
     @property
     def instructions(self) -> str:
@@ -72,6 +74,28 @@ class TextEnv(gym.Env[str, str]):
 
     def render(self) -> str | None:
         return getattr(self, "_last_obs", None)
+
+    # ------------------------------------------------------------------ optional: snapshots
+    def supports_snapshot(self) -> bool:
+        """Whether `snapshot` / `restore` work (an env with `snapshot_fields`, or one that overrides both)."""
+        return bool(self.snapshot_fields) or type(self).snapshot is not TextEnv.snapshot
+
+    def snapshot(self) -> bytes:
+        """The episode's state as bytes: a restored env answers the same actions with the same
+        observations and rewards. Pickles `snapshot_fields` (and the seeded generator) by default."""
+        if not self.snapshot_fields:
+            raise NotImplementedError(f"{type(self).__name__} does not support snapshots")
+        from agentgym.snapshot import pickle_fields
+
+        return pickle_fields(self, ("_last_obs", *self.snapshot_fields))
+
+    def restore(self, data: bytes) -> None:
+        """Go back to the state `snapshot()` returned (from this instance or another of the same class)."""
+        if not self.snapshot_fields:
+            raise NotImplementedError(f"{type(self).__name__} does not support snapshots")
+        from agentgym.snapshot import unpickle_fields
+
+        unpickle_fields(self, data)
 
     def close(self) -> None:
         pass

@@ -43,3 +43,7 @@ def require(module: str, extra: str):
         raise MissingDependencyError(
             f"{module!r} is needed here but not installed: pip install 'agentgym[{extra}]'"
         ) from exc
+
+
+class RemoteEnvError(AgentGymError):
+    """A served env (`agentgym serve env`, `remote:URL/ID`) could not be reached, timed out or refused a call."""

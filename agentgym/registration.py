@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import struct
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -23,6 +24,9 @@ _SUITES: dict[str, list["SuiteEntry"]] = {}
 _IDS: set[str] = set()  # ids registered through agentgym, as opposed to gymnasium's own
 _DISCOVERED = False
 _DISCOVERY_LOCK = threading.RLock()  # env pools make envs from many threads at once
+_TURNS = struct.Struct("<I")  # TurnLimit's turn count, in front of the inner env's snapshot
+REMOTE_PREFIX = "remote:"
+REMOTE_ENV_ID = "agentgym/Remote-v0"
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,25 @@ class TurnLimit(gym.Wrapper):
 
     def render(self):
         return self.env.render()
+
+    # snapshots carry the turn count too, so a restored episode is cut off on the same turn
+    def supports_snapshot(self) -> bool:
+        from agentgym.snapshot import supports_snapshot
+
+        return supports_snapshot(self.env)
+
+    def snapshot(self) -> bytes:
+        from agentgym.snapshot import snapshot
+
+        return _TURNS.pack(self._turns) + snapshot(self.env)
+
+    def restore(self, data: bytes) -> None:
+        from agentgym.snapshot import restore
+
+        if len(data) < _TURNS.size:
+            raise ValueError("not a snapshot of a turn-limited env (too short)")
+        restore(self.env, data[_TURNS.size:])
+        self._turns = _TURNS.unpack(data[:_TURNS.size])[0]
 
 
 def register(id: str, entry_point: str | Callable[..., gym.Env], max_turns: int | None = None,
@@ -123,9 +146,27 @@ def list_envs(prefix: str = "") -> list[str]:
     return sorted(i for i in _IDS if i.startswith(prefix))
 
 
+def remote_alias(id: str) -> dict[str, str] | None:
+    """`remote:URL/ENV_ID` -> the kwargs of agentgym/Remote-v0 (url, env_id); None for any other id."""
+    if not id.startswith(REMOTE_PREFIX):
+        return None
+    rest = id[len(REMOTE_PREFIX):]
+    scheme, sep, tail = rest.partition("://")
+    host, slash, env_id = tail.partition("/")
+    if not sep or scheme not in ("http", "https") or not host or not slash or not env_id:
+        raise RegistrationError(f"bad remote env id {id!r}; write remote:http://HOST:PORT/ENV_ID, e.g. "
+                                "remote:http://127.0.0.1:8020/agentgym/Toy-KeyDoor-v0 (see `agentgym serve env`)")
+    return {"url": f"{scheme}://{host}", "env_id": env_id}
+
+
 def spec(id: str) -> EnvSpec:
-    """The spec of a registered id, or an error that suggests the closest ids."""
+    """The spec of a registered id (`remote:URL/ID` gives agentgym/Remote-v0's, with its url and env_id),
+    or an error that suggests the closest ids."""
     discover()
+    remote = remote_alias(id)
+    if remote is not None:
+        base = spec(REMOTE_ENV_ID)
+        return dataclasses.replace(base, kwargs={**base.kwargs, **remote})
     if id in gym.registry:
         return gym.registry[id]
     known = list(gym.registry)
@@ -138,7 +179,8 @@ def spec(id: str) -> EnvSpec:
 
 
 def make(id: str, max_turns: int | None = None, **kwargs: Any) -> gym.Env:
-    """Make a text env; `max_turns` overrides the registered turn limit."""
+    """Make a text env; `max_turns` overrides the registered turn limit. `remote:URL/ID` plays the env a
+    server (`agentgym serve env ID`) holds at URL."""
     env_spec = spec(id)
     creator = env_spec.entry_point if callable(env_spec.entry_point) else load_env_creator(env_spec.entry_point)
     env = creator(**{**env_spec.kwargs, **kwargs})

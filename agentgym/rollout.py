@@ -98,7 +98,9 @@ class _Episode:
     def __init__(self, slot: int, seed: int, group_id: int, sample_index: int):
         self.slot, self.seed, self.group_id, self.sample_index = slot, seed, group_id, sample_index
         self.env_id = ""
-        self.system, self.tools, self.limit = "", (), None
+        self.system = ""
+        self.tools: tuple[dict[str, Any], ...] = ()
+        self.limit: int | None = None
         self.obs, self.info, self.first_obs = "", {}, ""
         self.final_obs = ""                                  # what the env said after the last action
         self.obs_texts: list[str] = []                       # observation shown at each turn

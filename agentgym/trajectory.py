@@ -102,6 +102,7 @@ class Trajectory:
     wall_s: float = 0.0
     task: str = ""                        # the task text step-layout prompts restate (info["task"] or first obs)
     ground_truth: str = ""                # the answer the env exposed at reset (info["ground_truth"]), for IGPO
+    shared_prefix: int = 0                # a branch (agentgym.branching): its first turns are its trunk's, copied
 
     @property
     def total_reward(self) -> float:
@@ -157,6 +158,8 @@ class TurnTable:
     reward: the turn's reward                         valid:  the action was valid
     terminated: the env ended the episode at this turn (a last turn that is not terminated was cut off:
                 by the turn limit, a full context or `truncated`, and GAE bootstraps after it)
+    shared: the turn is a branch's copy of its trunk's turn (`Trajectory.shared_prefix`): it is trained and
+            counted once, in the trunk; a branch keeps it only so its returns and prompts are whole
     """
 
     group: np.ndarray
@@ -166,6 +169,7 @@ class TurnTable:
     reward: np.ndarray
     valid: np.ndarray
     terminated: np.ndarray | None = None
+    shared: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.reward)
@@ -173,7 +177,7 @@ class TurnTable:
     @classmethod
     def from_columns(cls, group: Sequence[int], traj: Sequence[int], turn: Sequence[int],
                      anchor: Sequence[Hashable], reward: Sequence[float], valid: Sequence[bool] | None = None,
-                     terminated: Sequence[bool] | None = None) -> TurnTable:
+                     terminated: Sequence[bool] | None = None, shared: Sequence[bool] | None = None) -> TurnTable:
         """Build from plain lists; anchors may be any hashables and are coded to ints."""
         codes: dict[Hashable, int] = {}
         anchor_codes = np.fromiter((codes.setdefault(a, len(codes)) for a in anchor), dtype=np.int64,
@@ -182,12 +186,13 @@ class TurnTable:
         return cls(np.asarray(group, dtype=np.int64), np.asarray(traj, dtype=np.int64),
                    np.asarray(turn, dtype=np.int64), anchor_codes, np.asarray(reward, dtype=np.float64),
                    np.ones(n, dtype=bool) if valid is None else np.asarray(valid, dtype=bool),
-                   None if terminated is None else np.asarray(terminated, dtype=bool))
+                   None if terminated is None else np.asarray(terminated, dtype=bool),
+                   None if shared is None else np.asarray(shared, dtype=bool))
 
     @classmethod
     def from_trajectories(cls, trajectories: Sequence[Trajectory]) -> TurnTable:
         """One row per turn; trajectory ids are positions in the given list."""
-        group, traj, turn, anchor, reward, valid, terminated = [], [], [], [], [], [], []
+        group, traj, turn, anchor, reward, valid, terminated, shared = [], [], [], [], [], [], [], []
         for i, t in enumerate(trajectories):
             for k in t.turns:
                 group.append(t.group_id)
@@ -197,4 +202,6 @@ class TurnTable:
                 reward.append(k.reward)
                 valid.append(k.valid)
                 terminated.append(k.terminated)
-        return cls.from_columns(group, traj, turn, anchor, reward, valid, terminated)
+                shared.append(k.index < t.shared_prefix)
+        return cls.from_columns(group, traj, turn, anchor, reward, valid, terminated,
+                                shared if any(shared) else None)

@@ -81,6 +81,8 @@ def build_env(env: EnvSpecLike, env_kwargs: dict[str, Any] | None = None, max_tu
 
 
 def env_name(env_spec: EnvSpecLike, env: Any) -> str:
+    if isinstance(env_spec, str) and env_spec.startswith("remote:"):   # not every served env's "agentgym/Remote-v0"
+        return env_spec
     spec = getattr(getattr(env, "unwrapped", env), "spec", None)
     if getattr(spec, "id", None):
         return spec.id

@@ -9,6 +9,7 @@ on its own.
 
     python benchmarks/env_speed.py                 # default: 3 rounds of ~1 s each per env
     python benchmarks/env_speed.py --rounds 5 --seconds 2
+    python benchmarks/env_speed.py --served       # also: served over loopback vs in-process, snapshot costs
 
 ScienceWorld (its JVM, started before timing) is measured with the simulator's valid-action list on
 (`info["admissible_actions"]`, random choices from it) and off (the policy fetches the same list
@@ -46,7 +47,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=1.0, help="time per env per round")
     parser.add_argument("--tw-games", type=int, default=1, help="distinct generated TextWorld games to cycle")
     parser.add_argument("--cache-dir", default=None, help="TextWorld game cache (default: a temporary folder)")
+    parser.add_argument("--served", action="store_true", help="then the served env and snapshot costs "
+                        "(benchmarks/env_serve_speed.py)")
     args = parser.parse_args(argv)
+    if args.served:
+        import importlib.util
+        from pathlib import Path
+
+        path = Path(__file__).with_name("env_serve_speed.py")
+        spec = importlib.util.spec_from_file_location("env_serve_speed", path)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        module.main(["--rounds", str(args.rounds)])
 
     with contextlib.ExitStack() as stack:  # removes the temporary game cache at the end
         return run(args, stack)

@@ -3,7 +3,7 @@ so importing this package stays cheap: an env's heavy modules load only when it 
 import importlib
 import importlib.util
 
-FAMILIES = ("toy", "household", "textworld", "search", "swe", "web", "scienceworld", "textarena", "mcp")
+FAMILIES = ("toy", "household", "textworld", "search", "swe", "web", "scienceworld", "textarena", "mcp", "remote")
 
 for _family in FAMILIES:
     if importlib.util.find_spec(f"agentgym.envs.{_family}") is not None:

@@ -25,6 +25,9 @@ GOAL_VERBS = frozenset({"put", "go", "take", "use"})  # the only operations that
 class HouseholdEnv(TextEnv):
     """ALFWorld-like household tasks. Reset options: `split`, `difficulty`, `task_type`, `task_id`."""
 
+    # the world and the tables built from it are pickled together, so their shared objects stay shared
+    snapshot_fields = ("world", "_gotos", "_go_ops", "_acts", "_achieved", "_done", "_expert")
+
     def __init__(self, split: str = "train", task_types: tuple[str, ...] | str | None = None,
                  rooms: tuple[str, ...] | str | None = None, difficulty: str | None = None,
                  receptacle_scale: float | None = None, distractors: int | None = None,

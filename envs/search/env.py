@@ -63,6 +63,8 @@ def format_hits(query: str, hits: list[Hit], budget: int) -> str:
 
 
 class SearchEnv(ToolEnv):
+    # the retriever is stateless: the question and what was seen are the whole episode
+    snapshot_fields = ("question", "seen", "_answer_scores")
     """Multi-hop QA over a generated fictional world (default) or a real corpus + QA set."""
 
     def __init__(self, hops: int | None = None, kind: str | None = None, split: str = "train",

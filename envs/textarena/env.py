@@ -36,6 +36,10 @@ OPPONENT_MOVE_LIMIT = 1000  # opponent moves in a row before the game counts as 
 
 
 class TextArenaEnv(TextEnv):
+    # the game object pickles whole (all 133 games of 0.7.4, checked after reset); its `random` state is ours
+    snapshot_fields = ("_ta", "_rng_state", "_opponent_rng", "_opponent_seen", "_done", "_started", "_final",
+                       "task_id")
+
     def __init__(self, game: str = "TowerOfHanoi-v0", opponent: str = "random", agent_player: int = 0,
                  error_allowance: int | None = None):
         if game not in GAMES:

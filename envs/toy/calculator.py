@@ -44,6 +44,8 @@ def safe_eval(expression: str) -> int:
 
 
 class CalculatorEnv(ToolEnv):
+    snapshot_fields = ("question", "target", "rewarded_tool", "task_id")
+
     def __init__(self, max_operand: int = 99, tool_bonus: float = 0.1):
         super().__init__()
         self.max_operand = max_operand

@@ -16,6 +16,8 @@ COMMANDS = ("left", "right", "take key", "open door")
 
 
 class KeyDoorEnv(TextEnv):
+    snapshot_fields = ("pos", "key_pos", "door_pos", "has_key", "done", "task_id")
+
     def __init__(self, length: int = 4, step_penalty: float = 0.0, key_bonus: float = 0.0):
         if length < 2:
             raise ValueError(f"length must be >= 2, got {length}")

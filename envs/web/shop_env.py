@@ -10,7 +10,10 @@ with `attributes`, `options`, `price` in `reward_components`; success means rewa
 """
 from __future__ import annotations
 
+import dataclasses
+import pickle
 import re
+import secrets
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -227,6 +230,41 @@ class WebShopEnv(TextEnv):
 
     def render(self) -> str | None:
         return self._last_obs if hasattr(self, "_last_obs") else None
+
+    # ------------------------------------------------------------------ snapshots (text mode, in-process shop)
+    def supports_snapshot(self) -> bool:
+        """In-process only: over HTTP the session lives in the shop server, which cannot copy one."""
+        return self.transport.site is not None
+
+    def snapshot(self) -> bytes:
+        if self.transport.site is None:
+            raise NotImplementedError("WebShopEnv snapshots need the in-process shop (url=None)")
+        session = self.transport.site.session(self.sid) if self.sid else None
+        state = (self.sid, self.view, self.path, self.goal, self.done, getattr(self, "_last_obs", None), session,
+                 self._np_random)
+        return pickle.dumps(("WebShopEnv", state), protocol=pickle.HIGHEST_PROTOCOL)
+
+    def restore(self, data: bytes) -> None:
+        """A copy of the snapshot's shop session under a new sid (so G restored envs branch independently)."""
+        site = self.transport.site
+        if site is None:
+            raise NotImplementedError("WebShopEnv snapshots need the in-process shop (url=None)")
+        owner, (old_sid, view, path, goal, done, last_obs, session, rng) = pickle.loads(data)
+        if owner != "WebShopEnv":
+            raise ValueError(f"this snapshot was taken from a {owner}, not a WebShopEnv")
+        if self.sid:
+            site.end_session(self.sid)
+        new_sid = secrets.token_hex(8)
+        if session is not None:
+            site.adopt(dataclasses.replace(session, sid=new_sid))
+        rebase = (lambda text: text.replace(f"/s/{old_sid}", f"/s/{new_sid}")) if old_sid else (lambda text: text)
+        self.sid, self.path, self.done, self._np_random = (new_sid if old_sid else None), rebase(path), done, rng
+        self.goal = {**goal, "sid": new_sid} if goal else {}
+        self.view = None if view is None else dataclasses.replace(
+            view, search_url=view.search_url and rebase(view.search_url),
+            clickables={k: dataclasses.replace(c, url=rebase(c.url)) for k, c in view.clickables.items()})
+        if last_obs is not None:
+            self._last_obs = last_obs
 
     def close(self) -> None:
         if self.sid:

@@ -103,6 +103,13 @@ class ShopSite:
                 self.sessions.popitem(last=False)
         return session
 
+    def adopt(self, session: Session) -> None:
+        """Add a session made elsewhere (a restored snapshot's copy) under its own sid."""
+        with self._lock:
+            self.sessions[session.sid] = session
+            while len(self.sessions) > self.max_sessions:
+                self.sessions.popitem(last=False)
+
     def session(self, sid: str) -> Session | None:
         with self._lock:
             return self.sessions.get(sid)

@@ -1,0 +1,154 @@
+"""Branch rollouts: from chosen turns of an episode, fork G continuations from the very same env state.
+
+    trajs = branch_rollout("agentgym/Household-v0", policy, None, seeds=[0, 1], branch=BranchConfig(turns=(2,), G=4))
+
+First one trunk episode per seed is played (an ordinary rollout). Then for each trunk and each branch turn k
+it reached, a fresh env is reset with the trunk's seed and replays the trunk's first k actions (envs are
+deterministic: `check_env` holds them to it), is snapshotted, and the snapshot is restored into G envs that
+play on from turn k with the same policy, in one batched rollout. Each branch is a whole `Trajectory`: its
+first k turns are the trunk's turns, copied (the same prompts, tokens and rewards, so token-in-token-out and
+returns stay whole), and `shared_prefix = k` marks them; `TurnTable.shared` marks those rows, so an
+estimator trains and counts the shared prefix once (in the trunk) and never drops it. The G branches of a
+point form their own group (a fresh group id): their turn k acted from one restored state, so it is an exact
+GiGPO step group of size G, not one found by chance.
+
+Needs an env with snapshots (`TextEnv.snapshot_fields`) and an in-process pool (executor serial or thread).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from agentgym.chat import ChatFormat
+from agentgym.errors import ConfigError
+from agentgym.policy import Policy
+from agentgym.rollout import RolloutConfig, _Engine, _Episode, _resolve_chat, _run_sync, rollout
+from agentgym.snapshot import restore, snapshot, supports_snapshot
+from agentgym.trajectory import Trajectory, TurnTable
+from agentgym.vector import build_env, env_turn_limit, make_pool
+
+
+@dataclass(frozen=True)
+class BranchConfig:
+    """Where to branch and how wide. Validated at construction."""
+
+    turns: tuple[int, ...] = (1,)   # branch from the state each trunk acted from at these turns (0 = after reset)
+    G: int = 4                      # continuations per branch point
+
+    def __post_init__(self) -> None:
+        if not self.turns or any(k < 0 for k in self.turns):
+            raise ConfigError(f"branch.turns must be turn indices >= 0, got {self.turns!r}")
+        if self.G < 1:
+            raise ConfigError(f"branch.G must be >= 1, got {self.G}")
+
+
+@dataclass(frozen=True)
+class _Point:
+    trunk: Trajectory
+    turn: int
+    data: bytes
+    info: dict[str, Any]
+    tools: tuple[dict[str, Any], ...]
+
+
+def branch_rollout(env: str | Callable[[], Any], policy: Policy, chat: ChatFormat | None, seeds: Sequence[int],
+                   branch: BranchConfig | None = None, config: RolloutConfig | None = None,
+                   env_kwargs: dict[str, Any] | None = None, start_group_id: int = 0) -> list[Trajectory]:
+    """The trunks (group ids from `start_group_id`, one per seed), then every branch point's G branches
+    (a group each, after the trunks' groups), in that order."""
+    branch, config = branch or BranchConfig(), config or RolloutConfig()
+    if config.executor not in ("serial", "thread"):
+        raise ConfigError(f"branch rollouts restore snapshots into in-process envs; set rollout.executor to serial "
+                          f"or thread, not {config.executor!r}")
+    chat = _resolve_chat(policy, chat)
+    trunks = rollout(env, policy, chat, seeds, 1, config, env_kwargs, start_group_id)
+    points = _branch_points(env, env_kwargs, config, trunks, branch.turns)
+    if not points:
+        return trunks
+    pool = make_pool(env, len(points) * branch.G, config.executor, config.env_workers, env_kwargs, config.max_turns,
+                     config.env_timeout_s)
+    try:
+        engine = _Engine(pool, policy, chat, config)
+        episodes = []
+        next_group = start_group_id + len(seeds)
+        for p, point in enumerate(points):
+            for g in range(branch.G):
+                slot = p * branch.G + g
+                restore(pool.handle(slot), point.data)
+                episodes.append(_continue(engine, pool.handle(slot), point, slot, next_group + p, g))
+        _run_sync(engine, episodes, lambda ep: None)
+        branches = [replace(ep.to_trajectory(), shared_prefix=point.turn)
+                    for ep, point in zip(episodes, [pt for pt in points for _ in range(branch.G)])]
+    finally:
+        pool.close()
+    return trunks + branches
+
+
+def _branch_points(env: Any, env_kwargs: dict[str, Any] | None, config: RolloutConfig, trunks: list[Trajectory],
+                   turns: Sequence[int]) -> list[_Point]:
+    """Snapshots of each trunk's state before each branch turn it reached (by replaying its actions)."""
+    replayer = build_env(env, env_kwargs, config.max_turns)
+    try:
+        if not supports_snapshot(replayer):
+            raise ConfigError(f"{type(replayer.unwrapped).__name__} has no snapshot()/restore(); branch rollouts "
+                              "need them (list the env's state in TextEnv.snapshot_fields)")
+        tools = tuple(t.schema for t in (getattr(replayer, "tools", None) or ()))
+        points = []
+        for trunk in trunks:
+            if trunk.end_reason == "failed":
+                continue
+            for k in sorted(set(turns)):
+                if k < len(trunk.turns):
+                    data, info = _replay(replayer, trunk, k)
+                    points.append(_Point(trunk, k, data, info, tools))
+        return points
+    finally:
+        replayer.close()
+
+
+def _replay(env: Any, trunk: Trajectory, k: int) -> tuple[bytes, dict[str, Any]]:
+    _, info = env.reset(seed=trunk.seed)
+    for turn in trunk.turns[:k]:
+        _, _, _, _, info = env.step(turn.action)
+    anchor = info.get("anchor")
+    if anchor is not None and anchor != trunk.turns[k].anchor:
+        raise ConfigError(f"replaying {trunk.env_id} seed {trunk.seed} to turn {k} reached another state "
+                          f"({str(anchor)[:80]!r} vs {str(trunk.turns[k].anchor)[:80]!r}); the env is not "
+                          "deterministic under the same seed and actions (agentgym check reports it)")
+    return snapshot(env), info
+
+
+def _continue(engine: _Engine, env: Any, point: _Point, slot: int, group_id: int, sample: int) -> _Episode:
+    """An episode that starts at the point's turn with the trunk's turns before it as its own."""
+    trunk, k = point.trunk, point.turn
+    ep = _Episode(slot, trunk.seed, group_id, sample)
+    ep.env_id, ep.system, ep.tools = trunk.env_id, trunk.system_prompt, point.tools
+    ep.limit = engine.config.max_turns or env_turn_limit(env)
+    if ep.limit is None:
+        raise ConfigError(f"env {trunk.env_id!r} has no turn limit; set RolloutConfig.max_turns")
+    ep.task_id, ep.task, ep.ground_truth, ep.first_obs = trunk.task_id, trunk.task, trunk.ground_truth, \
+        trunk.first_observation
+    ep.turns = list(trunk.turns[:k])
+    ep.obs_texts = [t.observation for t in trunk.turns[:k + 1]]
+    ep.pieces = [(list(t.response_ids), engine.chat.turn_suffix(t.response_ids, trunk.turns[j + 1].observation))
+                 for j, t in enumerate(trunk.turns[:k])]
+    ep.obs, ep.info = trunk.turns[k].observation, point.info
+    if engine.config.layout == "trajectory":
+        ep.prompt = list(trunk.turns[k].prompt_ids)
+    return ep
+
+
+def trained_rows(table: TurnTable) -> np.ndarray:
+    """Rows an estimator trains on and counts: all but the branches' copies of their trunks' turns."""
+    return np.ones(len(table), dtype=bool) if table.shared is None else ~table.shared
+
+
+def step_group_sizes(table: TurnTable) -> dict[tuple[int, int], int]:
+    """(group, anchor code) -> how many trained turns acted from that state: GiGPO's step groups."""
+    sizes: dict[tuple[int, int], int] = {}
+    keep = trained_rows(table)
+    for g, a in zip(table.group[keep].tolist(), table.anchor[keep].tolist()):
+        sizes[(g, a)] = sizes.get((g, a), 0) + 1
+    return sizes
