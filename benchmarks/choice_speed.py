@@ -39,7 +39,7 @@ def demo_sequences(episodes: int, train_layers: int) -> tuple[list, object, obje
     from agentgym.chat import ChatFormat
     from agentgym.train.config import load_config
     from agentgym.train.setup import load_model
-    from agentgym.train.sft_data import expert_choice_sequences
+    from agentgym.train.sft.data import expert_choice_sequences
 
     cfg = load_config("quickstart_cpu", [f"sft.episodes={episodes}", f"model.train_layers={train_layers}",
                                          "logging.progress=false"])
@@ -50,7 +50,7 @@ def demo_sequences(episodes: int, train_layers: int) -> tuple[list, object, obje
 
 
 def one_pass(model, seq, device, trunk) -> tuple[float, dict]:
-    from agentgym.train.choice import sequence_choice_logprobs
+    from agentgym.train.updaters.choice_ppo import sequence_choice_logprobs
 
     model.zero_grad(set_to_none=True)
     logps = sequence_choice_logprobs(model, seq, device, trunk=trunk)
@@ -69,7 +69,7 @@ def main() -> None:
     import torch
 
     from agentgym.policies.candidate_block import turns_block
-    from agentgym.train.choice import sequence_trunk
+    from agentgym.train.updaters.choice_ppo import sequence_trunk
     from agentgym.train.update_cost import UpdateCost
 
     seqs, model, device = demo_sequences(args.episodes, args.train_layers)

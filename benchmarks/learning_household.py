@@ -37,7 +37,7 @@ VARIANT = {"hgpo": ["algorithm.estimator=hgpo", "algorithm.hgpo_levels=2"]}
 
 def sft_checkpoint(out: Path, overrides: list[str]) -> tuple[str, float]:
     from agentgym.train.config import load_config
-    from agentgym.train.sft import sft
+    from agentgym.train.sft.run import sft
 
     t = time.perf_counter()
     cfg = load_config("quickstart_cpu", [f"train.run_dir={out}", "logging.progress=false", *overrides])

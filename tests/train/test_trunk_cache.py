@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from agentgym.policies.trunk import StaleTrunkError, trainable_start, trunk_hidden  # noqa: E402
-from agentgym.train.choice import ChoiceSequence, ChoiceTurn, sequence_choice_logprobs, sequence_trunk  # noqa: E402
+from agentgym.train.updaters.choice_ppo import ChoiceSequence, ChoiceTurn, sequence_choice_logprobs, sequence_trunk  # noqa: E402
 from agentgym.train.setup import freeze_below_top_layers  # noqa: E402
 
 CPU = torch.device("cpu")
