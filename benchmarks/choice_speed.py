@@ -70,7 +70,7 @@ def main() -> None:
 
     from agentgym.policies.candidate_block import turns_block
     from agentgym.train.updaters.choice_ppo import sequence_trunk
-    from agentgym.train.update_cost import UpdateCost
+    from agentgym.train.updaters.cost import UpdateCost
 
     seqs, model, device = demo_sequences(args.episodes, args.train_layers)
     torch.set_num_threads(args.threads)

@@ -63,7 +63,7 @@ def choice_step(model: Any, seqs: Sequence[Any], index: Sequence[int], device: A
                 trunks: Sequence[Any] | None = None) -> tuple[float, int, int]:
     """Backward of the turn-mean cross-entropy of the expert's action among each turn's admissible actions
     (sft.objective=choice); (loss, turns, turns where the expert's action already scored best). With
-    `trunks` (train.choice.sequence_trunk per sequence, computed once) only the trainable top layers run."""
+    `trunks` (train.updaters.choice_ppo.sequence_trunk per sequence, computed once) only the trainable top layers run."""
     torch = require("torch", "hf")
     from agentgym.train.updaters.choice_ppo import sequence_choice_logprobs
 
@@ -142,7 +142,7 @@ class SFTRun:
     def _trunks(self, seqs: Sequence[Any]) -> list[Any]:
         """The frozen trunk's output for every demo, once: the epochs run only the trainable top layers
         (the bottom layers' outputs cannot change while they are frozen; policies/trunk.py)."""
-        from agentgym.train.choice import sequence_trunk
+        from agentgym.train.updaters.choice_ppo import sequence_trunk
 
         t = time.perf_counter()
         trunks = [sequence_trunk(self.model, seq, self.device) for seq in seqs]

@@ -19,7 +19,7 @@ import torch
 from agentgym.train.config import TrainConfig
 from agentgym.train.setup import Components
 from agentgym.train.estimators.targets import turn_advantages
-from agentgym.train.update_cost import UpdateCost
+from agentgym.train.updaters.cost import UpdateCost
 from agentgym.trajectory import Trajectory, TurnTable
 
 
@@ -183,7 +183,7 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
 
 def _count_rows(cost: UpdateCost, model: Any, seqs: Sequence[ChoiceSequence], trunks: Sequence[Any],
                 grad_passes: int, plain_passes: int) -> None:
-    """Tokens and FLOPs of the update's passes over every sequence (update_cost.py)."""
+    """Tokens and FLOPs of the update's passes over every sequence (updaters/cost.py)."""
     from agentgym.policies.candidate_block import turns_block
 
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
