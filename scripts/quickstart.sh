@@ -28,7 +28,7 @@ START=$SECONDS
 # Math threads: every core when the machine is idle (the evals run 2.2x faster with 2 than 1 here), else
 # one: on a 2-core machine that other work shares, two OpenMP threads spin at barriers waiting for a
 # descheduled peer and small matmuls get ~100x slower (1000 576x576 matmuls: 22.7 s with 2 threads vs
-# 0.2 s with 1). The training preset sets its own (train.torch_threads). Override to taste.
+# 0.2 s with 1). SFT and RL get the same count (train.torch_threads, over the preset's 2). Override to taste.
 THREADS=1
 if awk -v n="$(nproc)" '{exit !($1 < 0.5 * n)}' /proc/loadavg; then THREADS=$(nproc); fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$THREADS} MKL_NUM_THREADS=${MKL_NUM_THREADS:-$THREADS}
@@ -97,7 +97,7 @@ step "supervised warm start: cloning the fair expert's demonstrations (agentgym 
 if [[ -f "$RUN/train/sft/latest" ]]; then
   echo "(reusing $RUN/train/sft; delete it to redo the warm start)"
 else
-  $AG sft "$CONFIG" "train.run_dir=$RUN/train" "sft.evaluate=false"
+  $AG sft "$CONFIG" "train.run_dir=$RUN/train" "sft.evaluate=false" "train.torch_threads=$OMP_NUM_THREADS"
 fi
 SFT_CKPT="$RUN/train/sft/$(cat "$RUN/train/sft/latest")"
 phase_done sft
@@ -108,7 +108,7 @@ $AG eval --policy "${MODE}checkpoint:$SFT_CKPT" "$WHAT_FLAG" "$WHAT" --episodes 
 phase_done eval-sft
 
 step "RL from the SFT checkpoint with $CONFIG (run dir $RUN/train)"
-$AG train "$CONFIG" "train.run_dir=$RUN/train"
+$AG train "$CONFIG" "train.run_dir=$RUN/train" "train.torch_threads=$OMP_NUM_THREADS"
 phase_done rl
 
 if [[ ! -f "$RUN/train/latest" ]]; then

@@ -101,3 +101,46 @@ def test_nothing_frozen_means_no_trunk(tiny4):
         p.requires_grad_(True)
     assert trainable_start(model) == 0
     assert trunk_hidden(model, [1, 2, 3], torch.arange(3)[None], torch.zeros(1, 1, 3, 3)) is None
+
+
+def _update(model, seq, monkeypatch=None):
+    import copy
+
+    import numpy as np
+
+    from agentgym.train.config import load_config
+    from agentgym.train.setup import Components, make_optimizer
+    from agentgym.train.updaters.choice_ppo import choice_update
+
+    cfg = load_config("toy_learning", ["train.ppo_epochs=2", "train.mini_batches=1", "optim.lr=1e-2"])
+    model = copy.deepcopy(model)
+    optimizer, scheduler = make_optimizer(cfg, model, None)
+    c = Components(model=model, tokenizer=None, policy=None, chat=None, critic=None, ref=None, optimizer=optimizer,
+                   scheduler=scheduler, device=CPU, env_id="", tools=[], pad_id=0)
+    stats = choice_update(c, [seq, seq], np.array([1.0, -0.5]), cfg, shuffle_seed=0)
+    return model, stats
+
+
+def test_two_epoch_update_with_the_cache_equals_it_without_and_reports_its_cost(tiny4, monkeypatch):
+    from agentgym.policies.candidate_block import turns_block
+    from agentgym.train.updaters import choice_ppo
+
+    model, seq = tiny4
+    cached_model, stats = _update(model, seq)
+    monkeypatch.setattr(choice_ppo, "sequence_trunk", lambda *a: None)  # every pass runs all layers
+    full_model, full_stats = _update(model, seq)
+    for (name, a), b in zip(cached_model.named_parameters(), full_model.parameters()):
+        assert torch.allclose(a, b, atol=1e-6, rtol=0), name
+    assert any(not torch.equal(a, b) for a, b in zip(cached_model.parameters(), model.parameters()))
+    assert stats.policy_loss == pytest.approx(full_stats.policy_loss, abs=1e-6)
+    row = len(turns_block(0, seq.ids, [(t.prompt_len, t.candidates) for t in seq.turns]).ids)
+    m = stats.as_metrics()
+    assert m["update/trunk_tokens"] == 2 * row            # the trunk once per sequence
+    assert m["update/tokens"] == 2 * 2 * row              # the top in both epochs
+    assert m["update/tokens_per_sequence"] == row
+    assert full_stats.as_metrics()["update/trunk_tokens"] == 2 * 3 * row  # old-log-prob pass + 2 epochs
+    assert 0 < m["update/candidate_token_share"] < 1
+    assert m["update/tflop"] < full_stats.as_metrics()["update/tflop"]
+    for phase in ("trunk", "forward", "backward", "optimizer"):
+        assert m[f"time/update_{phase}"] > 0
+    assert m["tokens_per_s/update"] > 0 and m["gflops_per_s/update"] > 0

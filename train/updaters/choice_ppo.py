@@ -185,12 +185,14 @@ def _count_rows(cost: UpdateCost, model: Any, seqs: Sequence[ChoiceSequence], tr
                 grad_passes: int, plain_passes: int) -> None:
     """Tokens and FLOPs of the update's passes over every sequence (updaters/cost.py)."""
     from agentgym.policies.candidate_block import turns_block
+    from agentgym.policies.trunk import trainable_start
 
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    start = trainable_start(model)
     for seq, trunk in zip(seqs, trunks):
         block = turns_block(0, seq.ids, [(t.prompt_len, t.candidates) for t in seq.turns])
-        cost.add_row(config, len(block.ids), len(block.read), trunk.start if trunk is not None else 0,
-                     grad_passes, plain_passes)
+        cost.add_row(config, len(block.ids), len(block.read), start, grad_passes, plain_passes,
+                     trunk_cached=trunk is not None, tree_tokens=len(block.ids) - len(seq.ids))
 
 
 def choice_step(trainer: Any, batch: Sequence[Trajectory]) -> dict[str, float]:

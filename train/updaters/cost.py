@@ -24,6 +24,7 @@ class UpdateCost:
     tokens: int = 0          # row tokens through the trainable block, over every pass with gradients
     trunk_tokens: int = 0    # row tokens through the frozen trunk (once per sequence and update)
     row_tokens: int = 0      # the sequences' own lengths (conversation + candidate trees), once each
+    tree_tokens: int = 0     # of which candidate-tree tokens
     flops: float = 0.0
     sequences: int = 0
 
@@ -36,7 +37,7 @@ class UpdateCost:
             self.seconds[phase] += time.perf_counter() - start
 
     def add_row(self, config: Any, tokens: int, read: int, start: int, grad_passes: int, plain_passes: int = 0,
-                trunk_cached: bool = True) -> None:
+                trunk_cached: bool = True, tree_tokens: int = 0) -> None:
         """Count one sequence: its trunk once (when cached; else every pass runs it), `grad_passes` forward
         + backward passes of the top and `plain_passes` no-grad ones. Backward costs twice the forward
         (weights' and inputs' gradients) on the trainable layers and once (inputs' only) on the head."""
@@ -53,6 +54,7 @@ class UpdateCost:
         if start:
             self.trunk_tokens += tokens if trunk_cached else tokens * passes
         self.row_tokens += tokens
+        self.tree_tokens += tree_tokens
         self.sequences += 1
 
     def as_metrics(self) -> dict[str, float]:
@@ -61,6 +63,7 @@ class UpdateCost:
         out.update({"update/tokens": float(self.tokens), "update/trunk_tokens": float(self.trunk_tokens),
                     "update/tflop": self.flops / 1e12,
                     "update/tokens_per_sequence": self.row_tokens / max(self.sequences, 1),
+                    "update/candidate_token_share": self.tree_tokens / max(self.row_tokens, 1),
                     "tokens_per_s/update": self.tokens / max(total, 1e-9),
                     "gflops_per_s/update": self.flops / 1e9 / max(total, 1e-9)})
         return out
