@@ -1,18 +1,22 @@
-"""Household learning run: from ONE SFT checkpoint, GiGPO vs GRPO vs RLOO with the same iterations, seeds
-and budget, each with free generation and with acting among admissible actions; held-out success after
-every iteration (evaluated in the run's own action mode); a table and a PNG.
+"""Household learning run: from ONE SFT checkpoint, GiGPO vs GRPO vs RLOO vs HGPO with the same iterations,
+seeds and budget; held-out greedy success after each evaluated iteration, mean over seeds with the seeds'
+spread and a pooled Wilson interval; a table and a PNG.
 
     python benchmarks/learning.py --household --quick        # CPU size (documented below)
     python benchmarks/learning.py --household --gpu          # GPU size (model.device=cuda)
-    python benchmarks/learning.py --household [--iterations N] [--seeds 0 1] [--out DIR]
-                                  [--sft-checkpoint DIR] [key=value ...]
+    python benchmarks/learning.py --household [--iterations N] [--seeds 0 1 2] [--eval-every K] [--out DIR]
+                                  [--estimators gigpo grpo] [--sft-checkpoint DIR] [key=value ...]
 
-Sizes (SmolLM2-135M-Instruct, Household-PickPlace, the quickstart_cpu preset, trajectory layout):
-  --quick  SFT on 48 fair-expert demonstrations, then per estimator 3 iterations x 2 tasks x 4 rollouts,
-           held-out greedy success on 8 test_unseen tasks after each iteration; one seed.
-  --gpu    SFT on 256 demonstrations, then 30 iterations x 16 tasks x 8 rollouts, 64 held-out tasks,
-           two seeds; model.device=cuda, bf16.
-Iteration 0 in the table is the SFT checkpoint itself (the same for every estimator).
+Sizes (SmolLM2-135M-Instruct, Household-PickPlace, the quickstart_cpu preset, trajectory layout, acting
+among admissible actions unless --action-modes says otherwise):
+  --quick  SFT on 48 fair-expert demonstrations, then per estimator and seed 2 iterations x 2 tasks x 4
+           rollouts; held-out greedy success on 32 test_unseen tasks of the SFT checkpoint and after the
+           last iteration; 3 seeds x gigpo/grpo/rloo (~45 min on an idle 2-core machine; add hgpo with
+           --estimators).
+  --gpu    SFT on 256 demonstrations, then 30 iterations x 16 tasks x 8 rollouts, 64 held-out tasks every
+           5 iterations, 3 seeds; model.device=cuda, bf16.
+Iteration 0 is the SFT checkpoint itself: greedy evaluation of fixed held-out seeds is deterministic, so it
+is evaluated once and shared by every estimator and seed. Seeds change the RL rollouts' tasks and sampling.
 """
 from __future__ import annotations
 
@@ -21,12 +25,14 @@ import json
 import time
 from pathlib import Path
 
-ESTIMATORS = ("gigpo", "grpo", "rloo")
-QUICK = {"iterations": 3, "sft": ["sft.episodes=48"],
-         "rl": ["rollout.groups=2", "rollout.group_size=4", "eval.seeds=8"]}
-GPU = {"iterations": 30, "sft": ["sft.episodes=256", "model.device=cuda", "model.dtype=bfloat16"],
+ESTIMATORS = ("gigpo", "grpo", "rloo", "hgpo")
+QUICK = {"iterations": 2, "eval_every": 2, "seeds": [0, 1, 2], "estimators": ["gigpo", "grpo", "rloo"],
+         "sft": ["sft.episodes=48"], "rl": ["rollout.groups=2", "rollout.group_size=4", "eval.seeds=32"]}
+GPU = {"iterations": 30, "eval_every": 5, "seeds": [0, 1, 2], "estimators": list(ESTIMATORS),
+       "sft": ["sft.episodes=256", "model.device=cuda", "model.dtype=bfloat16"],
        "rl": ["rollout.groups=16", "rollout.group_size=8", "eval.seeds=64", "model.device=cuda",
               "model.dtype=bfloat16", "train.micro_batch_size=8", "train.torch_threads=0"]}
+VARIANT = {"hgpo": ["algorithm.estimator=hgpo", "algorithm.hgpo_levels=2"]}
 
 
 def sft_checkpoint(out: Path, overrides: list[str]) -> tuple[str, float]:
@@ -40,44 +46,56 @@ def sft_checkpoint(out: Path, overrides: list[str]) -> tuple[str, float]:
     return str(ckpt), time.perf_counter() - t
 
 
-def rl_curve(estimator: str, seed: int, ckpt: str, iterations: int, out: Path, overrides: list[str]
-             ) -> tuple[list[float], float]:
-    """Held-out success after each iteration (index 0: before the first update)."""
+def rl_curve(estimator: str, seed: int, ckpt: str, iterations: int, eval_every: int, out: Path,
+             overrides: list[str], start: float | None) -> tuple[dict[int, float], float]:
+    """{iteration: held-out success} at 0 (before the first update; `start` when already measured) and
+    after every `eval_every` iterations and the last."""
     from agentgym.train.config import load_config
     from agentgym.train.trainer import Trainer
 
     run_dir = out / f"{estimator}-seed{seed}"
-    cfg = load_config("quickstart_cpu", [f"model.policy=checkpoint:{ckpt}", "sft.enabled=false",
-                                         f"algorithm.estimator={estimator}", f"train.iterations={iterations}",
-                                         f"train.seed={seed}", f"rollout.seed_start={seed * 100_000}",
-                                         "eval.every=1", f"train.run_dir={run_dir}", "logging.progress=false",
-                                         *overrides])
+    variant = VARIANT.get(estimator, [f"algorithm.estimator={estimator}"])
+    cfg = load_config("quickstart_cpu", [f"model.policy=checkpoint:{ckpt}", "sft.enabled=false", *variant,
+                                         f"train.iterations={iterations}", f"train.seed={seed}",
+                                         f"rollout.seed_start={seed * 100_000}", f"eval.every={eval_every}",
+                                         f"train.run_dir={run_dir}", "logging.progress=false", *overrides])
     t = time.perf_counter()
     trainer = Trainer(cfg)
     try:
-        curve = [trainer.evaluate()["eval/success"]]
+        curve = {0: start if start is not None else trainer.evaluate()["eval/success"]}
         trainer.run()
     finally:
         trainer.close()
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return curve + [r["eval/success"] for r in rows if "eval/success" in r], time.perf_counter() - t
+    curve.update({int(r["iteration"]) + 1: r["eval/success"] for r in rows if "eval/success" in r})
+    return curve, time.perf_counter() - t
 
 
-def plot(curves: dict[str, list[list[float]]], path: Path) -> None:
+def summarise(values: list[float], episodes: int) -> tuple[float, float, float, float, float]:
+    """(mean, seed min, seed max, pooled Wilson low, high) of per-seed success rates on `episodes` tasks."""
+    from agentgym.eval.metrics import wilson_interval
+
+    k = sum(round(v * episodes) for v in values)
+    low, high = wilson_interval(k, episodes * len(values))
+    return sum(values) / len(values), min(values), max(values), low, high
+
+
+def plot(table: dict[str, dict[int, tuple[float, ...]]], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for name, runs in curves.items():
-        arr = np.array(runs)
-        ax.plot(np.arange(arr.shape[1]), arr.mean(0), marker="o", label=f"{name} (mean of {len(runs)})")
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for name, points in table.items():
+        xs = sorted(points)
+        mean = [points[x][0] for x in xs]
+        ax.plot(xs, mean, marker="o", label=name)
+        ax.fill_between(xs, [points[x][3] for x in xs], [points[x][4] for x in xs], alpha=0.15)
     ax.set_xlabel("iteration (0 = SFT checkpoint)")
-    ax.set_ylabel("held-out success (greedy)")
+    ax.set_ylabel("held-out success (greedy), mean over seeds")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title("SmolLM2-135M on Household-PickPlace: from one SFT checkpoint")
+    ax.set_title("SmolLM2-135M on Household-PickPlace: from one SFT checkpoint\n(band: pooled Wilson 95%)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -90,34 +108,42 @@ def main(argv: list[str] | None = None) -> None:
     size.add_argument("--quick", action="store_true", help="the CPU size (default)")
     size.add_argument("--gpu", action="store_true", help="the GPU size")
     parser.add_argument("--iterations", type=int)
+    parser.add_argument("--eval-every", type=int, help="held-out evaluation every K iterations (and the last)")
     parser.add_argument("--seeds", type=int, nargs="+")
+    parser.add_argument("--estimators", nargs="+", choices=ESTIMATORS)
     parser.add_argument("--out", type=Path, default=Path("runs/bench_learning_household"))
     parser.add_argument("--sft-checkpoint", help="start from this SFT checkpoint (e.g. the quick start's "
                                                  "runs/quickstart/train/sft/ckpt-N) instead of training one")
-    parser.add_argument("--action-modes", nargs="+", default=["generate", "admissible"],
-                        choices=["generate", "admissible"],
-                        help="free generation and/or choosing among admissible actions (trained exactly on the "
-                             "renormalised distribution); each estimator runs in each mode")
+    parser.add_argument("--action-modes", nargs="+", default=["admissible"], choices=["generate", "admissible"],
+                        help="choosing among admissible actions (trained exactly on the renormalised distribution; "
+                             "the default) and/or free generation; each estimator runs in each mode")
     parser.add_argument("overrides", nargs="*", help="config overrides for every RL run, e.g. rollout.groups=4")
     args = parser.parse_args(argv)
     spec = GPU if args.gpu else QUICK
     iterations = args.iterations or spec["iterations"]
-    seeds = args.seeds or ([0, 1] if args.gpu else [0])
+    eval_every = min(args.eval_every or spec["eval_every"], iterations)
+    seeds, estimators = args.seeds or spec["seeds"], args.estimators or spec["estimators"]
     ckpt, sft_s = (args.sft_checkpoint, 0.0) if args.sft_checkpoint else sft_checkpoint(args.out, spec["sft"])
     print(f"SFT checkpoint {ckpt} ({sft_s:.0f} s)")
-    runs = [(e, m) for m in args.action_modes for e in ESTIMATORS]
-    curves: dict[str, list[list[float]]] = {f"{e}/{m}": [] for e, m in runs}
+    episodes = int(next(o for o in [*spec["rl"], *args.overrides][::-1] if o.startswith("eval.seeds=")).split("=")[1])
+    curves: dict[str, list[dict[int, float]]] = {}
+    start: dict[str, float] = {}  # per action mode: the SFT checkpoint's success, measured once
     for seed in seeds:
-        for e, m in runs:
-            curve, seconds = rl_curve(e, seed, ckpt, iterations, args.out / m,
-                                      [*spec["rl"], f"rollout.action_mode={m}", *args.overrides])
-            curves[f"{e}/{m}"].append(curve)
-            print(f"{e}/{m} seed {seed}: {' '.join(f'{v:.2f}' for v in curve)}  ({seconds:.0f} s)", flush=True)
-    print("\nheld-out success per iteration (iteration 0 = the SFT checkpoint; same seeds and budget)")
-    print("iter  " + "  ".join(f"{name:>18}" for name in curves))
-    for i in range(iterations + 1):
-        print(f"{i:<5} " + "  ".join(f"{sum(r[i] for r in rs) / len(rs):18.2f}" for rs in curves.values()))
+        for m in args.action_modes:
+            for e in estimators:
+                curve, seconds = rl_curve(e, seed, ckpt, iterations, eval_every, args.out / m,
+                                          [*spec["rl"], f"rollout.action_mode={m}", *args.overrides], start.get(m))
+                start[m] = curve[0]
+                curves.setdefault(f"{e}/{m}", []).append(curve)
+                print(f"{e}/{m} seed {seed}: " + " ".join(f"it{i}={v:.2f}" for i, v in sorted(curve.items()))
+                      + f"  ({seconds:.0f} s)", flush=True)
+    table = {name: {i: summarise([c[i] for c in runs], episodes) for i in runs[0]} for name, runs in curves.items()}
+    print(f"\nheld-out greedy success on {episodes} tasks per evaluation, {len(seeds)} seed(s): mean [seed min-max] "
+          "(pooled Wilson 95%); iteration 0 = the SFT checkpoint")
+    print(f"{'iter':<5}" + "".join(f"{name:>34}" for name in table))
+    for i in sorted(next(iter(table.values()))):
+        print(f"{i:<5}" + "".join(f"{'%.3f [%.2f-%.2f] (%.2f-%.2f)' % table[n][i]:>34}" for n in table))
     args.out.mkdir(parents=True, exist_ok=True)
     png = args.out / "household_success_vs_iteration.png"
-    plot(curves, png)
+    plot(table, png)
     print(f"plot: {png}")

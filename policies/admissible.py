@@ -19,6 +19,7 @@ Requests without admissible actions fall back to free generation (`HFPolicy`).
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Sequence
 
 from agentgym.errors import require
@@ -60,6 +61,16 @@ class AdmissiblePolicy(BasePolicy):
         self.max_context = self.free.max_context
         self.max_candidates = max_candidates
         self._chat = chat
+        # what scoring cost since the last `scoring_stats()` (the trainer logs it per iteration)
+        self._scoring = {"turns": 0.0, "seconds": 0.0, "prompt_tokens_run": 0.0, "prompt_tokens_reused": 0.0,
+                         "candidate_tokens": 0.0, "candidates": 0.0}
+
+    def scoring_stats(self) -> dict[str, float]:
+        """Turns scored, seconds spent scoring, prompt tokens run vs served from the prefix store, candidate
+        tree tokens and candidates, since the last call (and reset them)."""
+        with self.free._lock:
+            stats, self._scoring = self._scoring, dict.fromkeys(self._scoring, 0.0)
+        return stats
 
     @classmethod
     def from_policy(cls, policy: Any) -> "AdmissiblePolicy":
@@ -119,6 +130,7 @@ class AdmissiblePolicy(BasePolicy):
         from agentgym.policies.candidate_block import candidate_block, decoder_and_head, split_scores, target_logprobs
 
         free = self.free
+        start = time.perf_counter()
         with free._lock, torch.inference_mode():
             free.drop_stale_prefixes()
             store = free.prefix_store
@@ -137,6 +149,13 @@ class AdmissiblePolicy(BasePolicy):
             flat = target_logprobs(logprobs, block).tolist()
             if store is not None:
                 self._remember_prompt(prompt, reused, past, cache)
+            tally = self._scoring
+            tally["turns"] += 1
+            tally["seconds"] += time.perf_counter() - start
+            tally["prompt_tokens_run"] += len(prompt) - past
+            tally["prompt_tokens_reused"] += past
+            tally["candidate_tokens"] += len(block.ids) - (len(prompt) - past)
+            tally["candidates"] += len(cands)
         return split_scores(flat, block)
 
     def _dtype(self) -> Any:

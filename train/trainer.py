@@ -197,6 +197,8 @@ class Trainer:
         if self.is_main:
             write_rollouts(self.run_dir, it, first)
         metrics: dict[str, Any] = {**rollout_metrics(first), **drop_stats, "max_turns": turn_cap(cfg, it) or 0}
+        if callable(getattr(self.policy, "scoring_stats", None)):  # admissible actions: what scoring cost
+            metrics.update({f"rollout_scoring/{k}": v for k, v in self.policy.scoring_stats().items()})
         if cfg.train.verify_tokens:
             metrics.update(self.verify_tokens(batch))
         samples = build_samples(batch, cfg.rollout.layout)

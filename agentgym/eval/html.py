@@ -11,7 +11,8 @@ import html
 import json
 from typing import Any, Sequence
 
-from agentgym.eval.reports import TABLE_COLUMNS, comparison_rows, detail_columns, run_line, subject, table_rows
+from agentgym.eval.reports import (TABLE_COLUMNS, comparison_rows, detail_columns, episode_count_note, run_line,
+                                   subject, table_rows)
 
 MAX_TEXT = 20_000  # characters of one observation/action shown; the JSON file keeps everything
 
@@ -220,5 +221,8 @@ def render_comparison_html(named: Sequence[tuple[str, dict[str, Any]]], links: S
                  + "".join(f"<th>{e(c)}</th>" for c in p_head) + "</tr></thead><tbody>"
                  + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in p_rows)
                  + "</tbody></table>")
-    return _page("agentgym comparison", f"<h1>Comparison</h1><h2>Success rate</h2><table id=\"metrics\">"
-                 f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{pairs}{pictures}<h2>Runs</h2>{runs}")
+    note = episode_count_note(named)
+    note = f'<div class="sub">{e(note)}</div>' if note else ""
+    return _page("agentgym comparison", f"<h1>Comparison</h1><h2>Success rate</h2><div class=\"sub\">rate "
+                 f"[Wilson 95% interval] (successes/episodes); change: last run vs first</div><table id=\"metrics\">"
+                 f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}{pairs}{pictures}<h2>Runs</h2>{runs}")

@@ -65,3 +65,24 @@ def paired_rows(named: Sequence[tuple[str, dict[str, Any]]]) -> tuple[list[str],
         rows.append([f"{p.first} → {p.second}", str(p.tasks), f"{p.both} / {p.neither}",
                      f"{p.newly_solved} / {p.newly_failed}", f"{p.change_pts:+.1f} pts", f"{p.p_value:.3g}"])
     return header, rows
+
+
+def summary_lines(named: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
+    """A console summary: each run's success with its Wilson 95% interval, then each consecutive pair's
+    newly solved / newly failed tasks and exact McNemar p (what the later run added, and whether it is
+    more than chance)."""
+    from agentgym.eval.metrics import wilson_interval
+
+    width = max(len(n) for n, _ in named)
+    lines = []
+    for name, results in named:
+        o = outcomes(results)
+        k, n = sum(o.values()), len(o)
+        low, high = wilson_interval(k, n) if n else (0.0, 1.0)
+        lines.append(f"{name:<{width}}  {k:>3}/{n:<3} = {100 * k / max(n, 1):5.1f}%  "
+                     f"(Wilson 95%: {100 * low:.1f}-{100 * high:.1f}%)")
+    for first, second in zip(named, named[1:]):
+        p = paired(first, second)
+        lines.append(f"{p.first} -> {p.second}: {p.tasks} shared tasks, newly solved {p.newly_solved}, newly failed "
+                     f"{p.newly_failed} ({p.change_pts:+.1f} pts), exact McNemar p = {p.p_value:.3g}")
+    return lines

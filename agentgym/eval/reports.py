@@ -162,18 +162,37 @@ def render_markdown(results: dict[str, Any]) -> str:
 
 
 def comparison_rows(named: Sequence[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[list[str]]]:
-    """Success per env across several runs (e.g. before / after training), with the change vs the first."""
+    """Success per env across several runs (e.g. before / after training): rate, Wilson 95% interval and
+    successes / episodes of each run, and the change of the last run vs the first."""
     envs = list(dict.fromkeys(e["name"] for _, r in named for e in r["envs"]))
     header = ["env", *[n for n, _ in named]] + (["change"] if len(named) > 1 else [])
     rows = []
     for env in envs + ["(macro)"]:
         rates = [_rate(r, env) for _, r in named]
-        cells = [_pct(x) if x is not None else "-" for x in rates]
+        cells = [_env_cell(r, env) if x is not None else "-" for x, (_, r) in zip(rates, named)]
         if len(named) > 1:
             first, last = rates[0], rates[-1]
             cells.append(f"{100 * (last - first):+.1f} pts" if first is not None and last is not None else "-")
         rows.append([env, *cells])
     return header, rows
+
+
+def _env_cell(results: dict[str, Any], env: str) -> str:
+    m = next((e["metrics"] for e in results["envs"] if e["name"] == env), None)
+    if m is None:  # the macro row: a mean over envs, no interval
+        return _pct(results["summary"]["macro_success_rate"])
+    return f"{_success_cell(m)} ({m['successes']}/{m['episodes']})"
+
+
+def episode_count_note(named: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    """A sentence when the runs played different numbers of episodes (e.g. the base model on fewer tasks
+    because a small sample already pins it near 0), else ""."""
+    counts = [(n, len(r.get("trajectories", []))) for n, r in named]
+    if len({c for _, c in counts}) <= 1:
+        return ""
+    listed = ", ".join(f"{n}: {c}" for n, c in counts)
+    return (f"The runs played different numbers of episodes ({listed}): each interval is its own run's, and "
+            "the paired rows compare only the episodes both runs played.")
 
 
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -185,6 +204,9 @@ def render_comparison_markdown(named: Sequence[tuple[str, dict[str, Any]]]) -> s
     from agentgym.eval.paired import paired_rows
 
     lines = _md_table(*comparison_rows(named))
+    note = episode_count_note(named)
+    if note:
+        lines += ["", note]
     if len(named) > 1:  # the same tasks in each run: which ones changed, and is it more than chance
         lines += ["", "Paired, episode by episode (same env, seed and sample in both runs; exact McNemar test "
                       "on the tasks that changed):", "", *_md_table(*paired_rows(named))]

@@ -83,7 +83,7 @@ def test_comparison_of_two_runs(tmp_path, episodes):
     png.write_bytes(base64.b64decode(PIXEL))
     paths = write_comparison([a.config.out_dir, b.config.out_dir], tmp_path / "cmp", ["base", "trained"], [png])
     md = open(paths["markdown"]).read()
-    assert "| env | base | trained | change |" in md and "| calc | 0.0% | 0.0% | +0.0 pts |" in md
+    assert "| env | base | trained | change |" in md and "| calc | 0.0% [0.0%, " in md and "(0/" in md and "| +0.0 pts |" in md
     page = open(paths["html"]).read()
     assert 'href="../before/report.html"' in page and f"data:image/png;base64,{PIXEL}" in page
     with pytest.raises(ConfigError, match="does not exist"):

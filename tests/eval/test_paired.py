@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from agentgym.eval.paired import mcnemar_exact, paired, paired_rows
+from agentgym.eval.paired import mcnemar_exact, paired, paired_rows, summary_lines
 
 
 def run(successes: list[bool], env: str = "agentgym/Toy-KeyDoor-v0") -> dict:
@@ -30,6 +30,19 @@ def test_paired_counts_only_shared_episodes():
     assert p.change_pts == pytest.approx(25.0) and p.p_value == pytest.approx(1.0)
     header, rows = paired_rows([("base", run([False] * 5)), ("sft", sft), ("rl", rl)])
     assert [r[0] for r in rows] == ["base → sft", "sft → rl"] and rows[0][3] == "2 / 0"
+
+
+def test_console_summary_gives_intervals_and_the_paired_test():
+    base, sft = run([False] * 4), run([True, False, False, False, True, False, False, False])
+    rl = run([True, True, True, True, True, True, True, False])
+    lines = summary_lines([("base", base), ("sft", sft), ("sft+gigpo", rl)])
+    assert lines[0].startswith("base") and "0/4" in lines[0] and "(Wilson 95%: 0.0-49.0%)" in lines[0]
+    assert "2/8" in lines[1] and "25.0%" in lines[1] and "7/8" in lines[2]
+    assert lines[3] == ("base -> sft: 4 shared tasks, newly solved 1, newly failed 0 (+25.0 pts), exact McNemar "
+                        "p = 1")
+    p = mcnemar_exact(5, 0)
+    assert lines[4] == (f"sft -> sft+gigpo: 8 shared tasks, newly solved 5, newly failed 0 (+62.5 pts), exact "
+                        f"McNemar p = {p:.3g}")
 
 
 def test_compare_page_and_markdown_carry_the_paired_table(tmp_path):

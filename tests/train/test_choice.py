@@ -115,6 +115,10 @@ def test_trainer_updates_through_the_choice_distribution(tmp_path):
     row = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
     assert row["choice_turns"] > 0 and row["optimizer_steps"] >= 1 and changed
     assert row["valid_action_rate"] > 0.5  # only listed commands (the toy lists "open door" while locked)
+    # where the iteration's time went: rollout scoring, and the update's trunk / top / optimizer split
+    assert row["rollout_scoring/turns"] > 0 and row["rollout_scoring/candidate_tokens"] > 0
+    assert row["rollout_scoring/prompt_tokens_reused"] > 0  # later turns reuse the episode's prompt KV
+    assert row["update/tokens"] > 0 and row["time/update_optimizer"] > 0 and row["gflops_per_s/update"] > 0
 
 
 @pytest.mark.parametrize("epochs", [1, 2])

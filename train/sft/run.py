@@ -59,16 +59,18 @@ def nll_step(model: Any, samples: Sequence[Any], index: Sequence[int], micro: in
     return total, tokens
 
 
-def choice_step(model: Any, seqs: Sequence[Any], index: Sequence[int], device: Any) -> tuple[float, int, int]:
+def choice_step(model: Any, seqs: Sequence[Any], index: Sequence[int], device: Any,
+                trunks: Sequence[Any] | None = None) -> tuple[float, int, int]:
     """Backward of the turn-mean cross-entropy of the expert's action among each turn's admissible actions
-    (sft.objective=choice); (loss, turns, turns where the expert's action already scored best)."""
+    (sft.objective=choice); (loss, turns, turns where the expert's action already scored best). With
+    `trunks` (train.updaters.choice_ppo.sequence_trunk per sequence, computed once) only the trainable top layers run."""
     torch = require("torch", "hf")
     from agentgym.train.updaters.choice_ppo import sequence_choice_logprobs
 
     turns = sum(len(seqs[i].turns) for i in index)
     total, best = 0.0, 0
     for i in index:
-        logps = sequence_choice_logprobs(model, seqs[i], device)
+        logps = sequence_choice_logprobs(model, seqs[i], device, trunk=trunks[i] if trunks is not None else None)
         picked = torch.stack([lp[t.chosen] for lp, t in zip(logps, seqs[i].turns)])
         loss = -picked.sum() / max(turns, 1)
         loss.backward()
@@ -100,6 +102,7 @@ class SFTRun:
             freeze_below_top_layers(self.model, config.sft.train_layers)
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.trainable = sum(p.numel() for p in params)
+        self.trunks: list[Any] | None = None  # choice objective: the frozen trunk's output per demo (once)
         self.optimizer = torch.optim.AdamW(params, lr=config.sft.lr, weight_decay=config.optim.weight_decay,
                                            betas=config.optim.betas)
         warm = config.sft.warmup_steps
@@ -126,6 +129,7 @@ class SFTRun:
         self._log({"phase": "data", **head, "trainable_params": self.trainable,
                    "time/data": time.perf_counter() - t0, **stats})
         plan = batches(len(samples), s.batch_size, s.epochs, cfg.train.seed)
+        self.trunks = self._trunks(samples) if s.objective == "choice" else None
         losses = self._train(samples, plan)
         ckpt = save_checkpoint(self.run_dir, len(plan), self.model, self.tokenizer,
                                {"kind": "sft", "optimizer": self.optimizer.state_dict(), "scheduler": None,
@@ -134,6 +138,19 @@ class SFTRun:
             self._log({"phase": "eval", "iteration": len(plan), **self.evaluate()})
         plot_loss(losses, self.run_dir / "sft_loss.png")
         return ckpt
+
+    def _trunks(self, seqs: Sequence[Any]) -> list[Any]:
+        """The frozen trunk's output for every demo, once: the epochs run only the trainable top layers
+        (the bottom layers' outputs cannot change while they are frozen; policies/trunk.py)."""
+        from agentgym.train.updaters.choice_ppo import sequence_trunk
+
+        t = time.perf_counter()
+        trunks = [sequence_trunk(self.model, seq, self.device) for seq in seqs]
+        cached = [x for x in trunks if x is not None]
+        self._log({"phase": "trunk", "time/trunk": time.perf_counter() - t, "trunk_sequences": len(cached),
+                   "trunk_mib": sum(x.hidden.numel() * x.hidden.element_size() for x in cached) / 2**20,
+                   "trunk_layers": cached[0].start if cached else 0})
+        return trunks
 
     def _train(self, samples: Sequence[Any], plan: list[np.ndarray]) -> list[float]:
         torch = require("torch", "hf")
@@ -145,7 +162,7 @@ class SFTRun:
             t = time.perf_counter()
             self.optimizer.zero_grad(set_to_none=True)
             if self.cfg.sft.objective == "choice":
-                loss, turns, best = choice_step(self.model, samples, index, self.device)
+                loss, turns, best = choice_step(self.model, samples, index, self.device, self.trunks)
                 counts = {"choice_turns": turns, "choice_accuracy": best / max(turns, 1)}
                 seq_tokens = sum(len(samples[i].ids) for i in index)
             else:

@@ -10,7 +10,7 @@ and runs the clipped PPO objective per turn with the turn advantages of the conf
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -19,6 +19,7 @@ import torch
 from agentgym.train.batch import Components
 from agentgym.train.config import TrainConfig
 from agentgym.train.estimators.targets import turn_advantages
+from agentgym.train.updaters.cost import UpdateCost
 from agentgym.trajectory import Trajectory, TurnTable
 
 
@@ -56,21 +57,41 @@ def choice_sequences(trajectories: Sequence[Trajectory], layout: str, use_labels
     return out
 
 
+def _row(seq: ChoiceSequence, device: Any, dtype: Any) -> tuple[Any, Any, Any]:
+    """(block, position ids, tree mask) of a sequence's one-row layout."""
+    from agentgym.policies.candidate_block import turns_block
+
+    block = turns_block(0, seq.ids, [(t.prompt_len, t.candidates) for t in seq.turns])
+    return block, torch.tensor([block.positions], device=device), block.mask(dtype, device)
+
+
+def sequence_trunk(model: Any, seq: ChoiceSequence, device: Any) -> Any:
+    """The frozen trunk's output for `seq`'s row (policies/trunk.py), computed once and reused by every
+    pass over the sequence (SFT epochs, PPO epochs, the old-log-prob pass); None when nothing is frozen."""
+    from agentgym.policies.trunk import trunk_hidden
+
+    block, positions, mask = _row(seq, device, next(model.parameters()).dtype)
+    return trunk_hidden(model, block.ids, positions, mask)
+
+
 def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, device: Any,
-                             temperature: float = 1.0) -> list[torch.Tensor]:
+                             temperature: float = 1.0, trunk: Any = None) -> list[torch.Tensor]:
     """log π'(candidate) for each turn of `seq` (a tensor of shape [N_k] per turn), differentiable.
 
     ONE forward pass: the conversation, then every turn's candidates in the same row under a tree mask
     (policies/candidate_block.py) that lets a candidate see the conversation up to its turn's prompt and
-    its own earlier tokens only. Nothing is repeated per candidate or per turn."""
-    from agentgym.policies.candidate_block import candidate_totals, decoder_and_head, target_logprobs, turns_block
+    its own earlier tokens only. Nothing is repeated per candidate or per turn. With `trunk` (from
+    `sequence_trunk`) only the trainable top layers run; a trunk computed with other weights is refused."""
+    from agentgym.policies.candidate_block import candidate_totals, decoder_and_head, target_logprobs
+    from agentgym.policies.trunk import top_hidden
 
     decoder, head = decoder_and_head(model)
-    block = turns_block(0, seq.ids, [(t.prompt_len, t.candidates) for t in seq.turns])
-    dtype = next(p for p in model.parameters()).dtype
-    hidden = decoder(input_ids=torch.tensor([block.ids], device=device),
-                     position_ids=torch.tensor([block.positions], device=device),
-                     attention_mask=block.mask(dtype, device)).last_hidden_state
+    block, positions, mask = _row(seq, device, next(p for p in model.parameters()).dtype)
+    if trunk is not None:
+        hidden = top_hidden(model, trunk, block.ids, positions, mask)
+    else:
+        hidden = decoder(input_ids=torch.tensor([block.ids], device=device), position_ids=positions,
+                         attention_mask=mask).last_hidden_state
     read = hidden[0, torch.tensor(block.read, device=device)]
     logprobs = torch.log_softmax(head(read).float() / temperature, -1)
     totals = candidate_totals(target_logprobs(logprobs, block), block)
@@ -85,30 +106,36 @@ class ChoiceStats:
     grad_norm: float = 0.0
     turns: int = 0
     steps: int = 0
+    cost: UpdateCost = field(default_factory=UpdateCost)
 
     def as_metrics(self) -> dict[str, float]:
         t = max(self.turns, 1)
         return {"policy_loss": self.policy_loss / t, "clip_fraction": self.clip_fraction / t,
                 "entropy": self.entropy / t, "grad_norm": self.grad_norm / max(self.steps, 1),
-                "optimizer_steps": float(self.steps), "choice_turns": float(self.turns)}
+                "optimizer_steps": float(self.steps), "choice_turns": float(self.turns), **self.cost.as_metrics()}
 
 
 def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.ndarray, config: TrainConfig,
                   shuffle_seed: int) -> ChoiceStats:
     """PPO epochs over the choice turns: clipped ratio π'_new(a)/π'_old(a), turn-mean loss per mini-batch
-    (the same typed seams as `update.ppo_update`)."""
+    (the same typed seams as `update.ppo_update`). The frozen trunk runs once per sequence (no grad) and
+    every pass after it runs only the trainable top (policies/trunk.py); `stats.cost` says where time went."""
     model, optimizer, scheduler, device = c.model, c.optimizer, c.scheduler, c.device
     cfg, train_cfg, max_grad_norm = config.algorithm, config.train, config.optim.max_grad_norm
     temperature = config.rollout.temperature
     stats = ChoiceStats()
+    cost = stats.cost
+    with cost.timed("trunk"):
+        trunks = [sequence_trunk(model, s, device) for s in seqs]
     # one epoch of one mini-batch: every forward runs on the rollout's weights, so the old log-probs are
     # the new ones detached (ratio 1, gradient intact) and a whole no-grad pass over the batch is saved
     on_policy = train_cfg.ppo_epochs == 1 and min(train_cfg.mini_batches, len(seqs)) == 1
     old: list[Any] = [None] * len(seqs)
     if not on_policy:
-        with torch.no_grad():
-            old = [[lp[t.chosen].item() for lp, t in zip(sequence_choice_logprobs(model, s, device, temperature),
-                                                          s.turns)] for s in seqs]
+        with torch.no_grad(), cost.timed("forward"):
+            old = [[lp[t.chosen].item() for lp, t in zip(sequence_choice_logprobs(model, s, device, temperature, tr),
+                                                          s.turns)] for s, tr in zip(seqs, trunks)]
+    _count_rows(cost, model, seqs, trunks, train_cfg.ppo_epochs, 0 if on_policy else 1)
     params = [p for p in model.parameters() if p.requires_grad]
     rng = np.random.default_rng(shuffle_seed)
     for _ in range(train_cfg.ppo_epochs):
@@ -118,27 +145,44 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
             optimizer.zero_grad(set_to_none=True)
             for i in mini:
                 seq = seqs[i]
-                logps = sequence_choice_logprobs(model, seq, device, temperature)
-                new = torch.stack([lp[t.chosen] for lp, t in zip(logps, seq.turns)])
-                adv = torch.tensor([float(advantages[t.row]) for t in seq.turns], device=new.device)
-                before = new.detach() if old[i] is None else torch.tensor(old[i], device=new.device)
-                ratio = torch.exp(new - before)
-                clipped = ratio.clamp(1 - cfg.loss.clip_low, 1 + cfg.loss.clip_high)
-                loss = -torch.minimum(ratio * adv, clipped * adv).sum() / n_turns
-                ent = torch.stack([-(lp.exp() * lp).sum() for lp in logps])
-                if cfg.regularisers.entropy_coef:
-                    loss = loss - cfg.regularisers.entropy_coef * ent.sum() / n_turns
-                loss.backward()
+                with cost.timed("forward"):
+                    logps = sequence_choice_logprobs(model, seq, device, temperature, trunks[i])
+                    new = torch.stack([lp[t.chosen] for lp, t in zip(logps, seq.turns)])
+                    adv = torch.tensor([float(advantages[t.row]) for t in seq.turns], device=new.device)
+                    before = new.detach() if old[i] is None else torch.tensor(old[i], device=new.device)
+                    ratio = torch.exp(new - before)
+                    clipped = ratio.clamp(1 - cfg.loss.clip_low, 1 + cfg.loss.clip_high)
+                    loss = -torch.minimum(ratio * adv, clipped * adv).sum() / n_turns
+                    ent = torch.stack([-(lp.exp() * lp).sum() for lp in logps])
+                    if cfg.regularisers.entropy_coef:
+                        loss = loss - cfg.regularisers.entropy_coef * ent.sum() / n_turns
+                with cost.timed("backward"):
+                    loss.backward()
                 stats.policy_loss += float(loss.item()) * n_turns
                 stats.clip_fraction += float(((ratio - clipped).abs() > 1e-8).float().sum())
                 stats.entropy += float(ent.detach().sum())
                 stats.turns += len(seq.turns)
-            stats.grad_norm += float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
-            optimizer.step()
-            if scheduler is not None:
-                scheduler.step()
+            with cost.timed("optimizer"):
+                stats.grad_norm += float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+                optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
             stats.steps += 1
     return stats
+
+
+def _count_rows(cost: UpdateCost, model: Any, seqs: Sequence[ChoiceSequence], trunks: Sequence[Any],
+                grad_passes: int, plain_passes: int) -> None:
+    """Tokens and FLOPs of the update's passes over every sequence (updaters/cost.py)."""
+    from agentgym.policies.candidate_block import turns_block
+    from agentgym.policies.trunk import trainable_start
+
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    start = trainable_start(model)
+    for seq, trunk in zip(seqs, trunks):
+        block = turns_block(0, seq.ids, [(t.prompt_len, t.candidates) for t in seq.turns])
+        cost.add_row(config, len(block.ids), len(block.read), start, grad_passes, plain_passes,
+                     trunk_cached=trunk is not None, tree_tokens=len(block.ids) - len(seq.ids))
 
 
 def choice_step(c: Components, config: TrainConfig, batch: Sequence[Trajectory], iteration: int
