@@ -55,6 +55,9 @@ class TextEnv(gym.Env[str, str]):
     metadata: dict[str, Any] = {"render_modes": ["ansi", "human"]}
     observation_space = Text(MAX_TEXT)
     action_space = Text(MAX_TEXT)
+    reward_range: tuple[float, float] | None = None
+    """[lo, hi] of one step's reward where the env can say (the trainer's reward_sanity guardrail checks it);
+    an env whose rewards follow its kwargs sets it in __init__. None: undeclared."""
 
     @property
     def instructions(self) -> str:
