@@ -154,7 +154,7 @@ def make(id: str, max_turns: int | None = None, **kwargs: Any) -> gym.Env:
     env.unwrapped.spec = dataclasses.replace(env_spec, kwargs={**env_spec.kwargs, **kwargs},
                                              max_episode_steps=limit or None)
     if id in _REWARD_RANGES and getattr(env.unwrapped, "reward_range", None) is None:
-        env.unwrapped.reward_range = _REWARD_RANGES[id]
+        setattr(env.unwrapped, "reward_range", _REWARD_RANGES[id])  # not every gymnasium Env has the field
     return TurnLimit(env, limit) if limit else env
 
 
