@@ -10,7 +10,8 @@ None; the trainer logs every guard's figure as `guard/<name>` and, per `train.gu
                  so the gap is numerical noise (fp32 vLLM on CPU: ~2e-5; bf16 engines: ~1e-2); well
                  above it, the engine is not running the trained weights (no push, an adapter not applied).
   no_signal      the share of action tokens with a zero advantage: 1.0 means every group's rewards were
-                 equal and the update changes nothing.
+                 equal and the update changes nothing (logged beside it: the share of groups with equal
+                 returns, of turns with zero advantage, and the effective batch).
   not_one_task   GRPO and GiGPO compare a group's G rollouts as plays of one task, so their first prompts
                  must be identical; `drop_mixed_groups` drops a group whose members start differently (an env
                  whose reset ignores the seed) before any estimator sees it, and the guard reports how many.
@@ -62,6 +63,8 @@ def no_signal(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
         return None
     return Alarm("no_signal", float(share), (
         f"{100 * share:.0f}% of action tokens have a zero advantage (limit {100 * section.max_zero_advantage_share:.0f}%)"
+        f" ({100 * metrics.get('zero_variance_group_share', 1.0):.0f}% of groups with equal returns, effective batch "
+        f"{metrics.get('effective_samples', 0):.0f} samples)"
         ": every group's rewards were equal, so the update learns nothing. Make tasks easier or groups larger "
         "(rollout.group_size), or turn on algorithm.dynamic_sampling"))
 

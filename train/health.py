@@ -7,12 +7,15 @@ functions of trajectories (and the figures of earlier iterations), logged every 
   identical_group_share        groups (G >= 2) whose members all produced the same action texts
   response_tokens_per_turn     mean generated tokens per turn
   tool_error_share             tool calls that returned an error, of all tool calls
+  zero_variance_group_share, zero_advantage_turn_share, effective_samples   what the update can learn from
   entropy_trend, response_length_trend   the mean of the last `window` iterations over the first `window`'s
 """
 from __future__ import annotations
 
 import math
 from typing import Any, Optional, Sequence
+
+import numpy as np
 
 from agentgym.trajectory import Trajectory
 
@@ -65,6 +68,28 @@ def trend(values: Sequence[float], window: int) -> Optional[float]:
         return None
     first = sum(clean[:window]) / window
     return None if first <= 0 else (sum(clean[-window:]) / window) / first
+
+
+def signal_figures(trajectories: Sequence[Trajectory], rows: Sequence[Any], advantages: Sequence[Any]
+                   ) -> dict[str, float]:
+    """What the update can learn from: the share of groups (G >= 2) whose returns are all equal (zero
+    advantage variance under GRPO), the share of turns whose action tokens all have a zero advantage, and the
+    effective batch, the samples with some non-zero advantage (count and share). `rows[i]` and
+    `advantages[i]` are sample i's action tokens' turn rows and advantages."""
+    returns: dict[int, list[float]] = {}
+    for t in trajectories:
+        returns.setdefault(t.group_id, []).append(round(t.total_reward, 9))
+    flat = [len(set(g)) == 1 for g in returns.values() if len(g) >= 2]
+    turn_live: dict[int, bool] = {}  # turn-table row -> some action token has a non-zero advantage
+    live_samples = 0
+    for row, adv in zip(rows, advantages):
+        nonzero = np.asarray(adv) != 0
+        live_samples += bool(nonzero.any())
+        for r, live in zip(np.asarray(row).tolist(), nonzero.tolist()):
+            turn_live[r] = turn_live.get(r, False) or live
+    return {"zero_variance_group_share": _share(sum(flat), len(flat)),
+            "zero_advantage_turn_share": _share(sum(not v for v in turn_live.values()), len(turn_live)),
+            "effective_samples": float(live_samples), "effective_sample_share": _share(live_samples, len(rows))}
 
 
 def trends(history: Sequence[dict[str, Any]], window: int) -> dict[str, float]:

@@ -31,7 +31,7 @@ from agentgym.train.advantages import last_rows
 from agentgym.policy import TrainablePolicy
 from agentgym.train.choice import choice_step
 from agentgym.train.guardrails import BEFORE_UPDATE, GUARDS, drop_mixed_groups
-from agentgym.train.health import reward_sanity, rollout_health, trends
+from agentgym.train.health import reward_sanity, rollout_health, signal_figures, trends
 from agentgym.train.updaters import updater_for
 from agentgym.train.config import TrainConfig
 from agentgym.train.metrics import MetricsWriter, rollout_metrics, write_rollouts
@@ -226,6 +226,9 @@ class Trainer:
             metrics["time/push_weights"] = time.perf_counter() - push_start
             metrics.update(stats.as_metrics())
             metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.tis_cap))
+            masks = [s.mask[1:] for s in samples]  # the no_signal guard's finer figures
+            metrics.update(signal_figures(batch, [s.row[1:][m] for s, m in zip(samples, masks)],
+                                          [a[m] for a, m in zip(targets.advantages, masks)]))
         t2 = time.perf_counter()
         metrics.update(_timing(first, t1 - t0, t2 - t1, sum(len(s) for s in samples)))
         metrics.update(_gpu_memory(self.device))

@@ -53,6 +53,7 @@ def test_a_healthy_run_raises_no_guard(tmp_path: Path, capsys):
                 "reward_without_success_share", "identical_group_share"):
         assert all(m[key] == 0.0 for m in metrics), key
     assert max(m["zero_advantage_share"] for m in metrics) < 1.0
+    assert all(0 < m["effective_samples"] <= m["samples"] and "zero_variance_group_share" in m for m in metrics)
     assert "entropy_trend" in metrics[-1] and "response_length_trend" in metrics[-1]
 
 
@@ -262,3 +263,31 @@ def test_push_weights_off_is_refused_where_it_means_nothing():
     with pytest.raises(ConfigError, match="only applies to a rollout engine with its own weights"):
         load_config("toy_learning", ["train.push_weights=false"])
     load_config("toy_learning", ["train.push_weights=false", "model.policy=vllm:tiny:keydoor"])
+
+
+def test_no_signal_fires_on_groups_of_identical_rewards(tmp_path: Path, scratch_ids, capsys):
+    """An env that pays nothing, ever: every group's returns are equal, so no advantage is non-zero."""
+    def step(obs, reward, terminated, truncated, info):
+        return obs, 0.0, terminated, truncated, {**info, "success": False, "reward_components": {}}
+
+    env_id = _register_keydoor_variant(scratch_ids, "NoReward", step)
+    run = train(load_config("toy_learning", [f"train.run_dir={tmp_path}", "train.iterations=1", *SMALL,
+                                             f"rollout.env={env_id}"]))
+    [m] = read_metrics(run)
+    assert m["zero_advantage_share"] == 1.0 and m["zero_variance_group_share"] == 1.0
+    assert m["zero_advantage_turn_share"] == 1.0 and m["effective_samples"] == 0 and m["guard/no_signal"] == 1.0
+    assert "100% of groups with equal returns, effective batch 0 samples" in capsys.readouterr().err
+
+
+def test_signal_figures_by_hand():
+    import numpy as np
+    from types import SimpleNamespace as NS
+
+    from agentgym.train.health import signal_figures
+
+    trajs = [NS(group_id=0, total_reward=1.0), NS(group_id=0, total_reward=1.0), NS(group_id=1, total_reward=0.0),
+             NS(group_id=1, total_reward=1.0), NS(group_id=2, total_reward=5.0)]  # a group of one has no variance
+    rows = [np.array([0, 0, 1]), np.array([2, 2]), np.array([3])]
+    advs = [np.array([0.0, 0.0, 0.5]), np.array([0.0, 0.0]), np.array([-1.0])]
+    assert signal_figures(trajs, rows, advs) == {"zero_variance_group_share": 0.5, "zero_advantage_turn_share": 0.5,
+                                                 "effective_samples": 2.0, "effective_sample_share": 2 / 3}
