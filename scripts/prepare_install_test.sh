@@ -7,9 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${AGENTGYM_CACHE:-$HOME/.cache/agentgym}/install-test"
-DEBS=(python3-venv python3.11-venv python3-pip-whl python3-setuptools-whl
+DEBS=(python3-venv python3.11-venv python3-pip-whl python3-setuptools-whl python3-distutils python3-lib2to3
       python3 python3-minimal libpython3-stdlib python3.11 python3.11-minimal libpython3.11-stdlib libpython3.11-minimal)
-if [[ -s "$OUT/debs/Packages" && -f "$OUT/wheels/.complete" ]]; then echo "install-test sources present in $OUT"; exit 0; fi
+have_all() { [[ -s "$OUT/debs/Packages" && -f "$OUT/wheels/.complete" ]] || return 1
+             for d in "${DEBS[@]}"; do compgen -G "$OUT/debs/${d}_*.deb" >/dev/null || return 1; done; }
+if have_all; then echo "install-test sources present in $OUT"; exit 0; fi
 command -v dpkg-scanpackages >/dev/null || { echo "dpkg-scanpackages missing: apt-get install -y dpkg-dev" >&2; exit 1; }
 mkdir -p "$OUT/debs" "$OUT/wheels"
 

