@@ -278,7 +278,8 @@ class GuardrailsSection:
     max_zero_advantage_share: float = 1.0
     """no_signal fires when at least this share of action tokens has a zero advantage."""
     not_one_task: Literal["stop", "warn", "off"] = "warn"
-    """A group whose rollouts start from different first prompts (dropped before training either way)."""
+    """A group whose rollouts start from different first prompts or first anchors (dropped before training
+    either way)."""
     token_drift: Literal["stop", "warn", "off"] = "stop"
     """Verified samples (train.verify_tokens) whose token ids differ from the chat template's tokenisation."""
     max_token_drift: float = 0.0

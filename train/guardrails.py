@@ -136,11 +136,11 @@ def tool_errors(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
 
 
 def drop_mixed_groups(trajectories: Sequence[Any]) -> tuple[list[Any], int]:
-    """The trajectories of groups whose members all start from the same first prompt (token ids), and how
-    many groups were dropped. A group of one is kept (nothing to compare)."""
-    firsts: dict[int, set[tuple[int, ...]]] = {}
+    """The trajectories of groups whose members all start from the same first prompt (token ids) and the
+    same first anchor (GiGPO's first state), and how many groups were dropped. A group of one is kept."""
+    firsts: dict[int, set[Any]] = {}
     for t in trajectories:
-        first = tuple(t.turns[0].prompt_ids) if t.turns else ()
+        first = (tuple(t.turns[0].prompt_ids), repr(t.turns[0].anchor)) if t.turns else ()
         firsts.setdefault(t.group_id, set()).add(first)
     mixed = {g for g, starts in firsts.items() if len(starts) > 1}
     return [t for t in trajectories if t.group_id not in mixed], len(mixed)

@@ -99,12 +99,13 @@ def test_a_group_that_is_not_one_task_is_dropped(tmp_path: Path, scratch_ids, ca
 def test_drop_mixed_groups_by_hand():
     from types import SimpleNamespace as NS
 
-    def traj(group, first):
-        return NS(group_id=group, turns=[NS(prompt_ids=first)])
+    def traj(group, first, anchor="room 0"):
+        return NS(group_id=group, turns=[NS(prompt_ids=first, anchor=anchor)])
 
-    trajs = [traj(0, (1, 2)), traj(0, (1, 2)), traj(1, (1, 2)), traj(1, (1, 3)), traj(2, (9,))]
+    trajs = [traj(0, (1, 2)), traj(0, (1, 2)), traj(1, (1, 2)), traj(1, (1, 3)), traj(2, (9,)),
+             traj(3, (1, 2)), traj(3, (1, 2), anchor="room 1")]  # same prompt, another first state
     kept, dropped = drop_mixed_groups(trajs)
-    assert dropped == 1 and [t.group_id for t in kept] == [0, 0, 2]
+    assert dropped == 2 and [t.group_id for t in kept] == [0, 0, 2]
 
 
 def test_token_drift_stops_the_run_before_the_update(tmp_path: Path, monkeypatch):
