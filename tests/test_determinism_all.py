@@ -21,6 +21,20 @@ def test_every_family_is_here():
     assert len(ALL_IDS) >= 300 and "agentgym/ScienceWorld-grow-fruit-v0" in ALL_IDS
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_browser():
+    """One Chromium for every browser env of the module (each env would start and stop its own otherwise)."""
+    from agentgym.tools.browser.runtime import acquire_runtime, release_runtime
+
+    try:
+        runtime = acquire_runtime()
+    except Exception:  # no Chromium or Playwright here: the browser envs skip on their own
+        yield
+        return
+    yield
+    release_runtime(runtime)
+
+
 @pytest.mark.parametrize("env_id", ALL_IDS)
 def test_same_seed_same_task(env_id):
     try:
