@@ -337,6 +337,30 @@ def check_determinism(env: gym.Env, factory: Callable[[], gym.Env] | None, seeds
                 _guard("close", fresh.close)
 
 
+def check_same_seed_same_task(env: gym.Env, seed: int = 123, steps: int = 3) -> None:
+    """The cheap determinism check CI runs over every registered id (tests/test_determinism_all.py):
+    Gymnasium's own reset-seed and step determinism checks, then reset(seed) twice on the same instance
+    gives the same observation and info, and `steps` steps of the same actions give the same results.
+    A group of G rollouts is G plays of one task only if this holds."""
+    from gymnasium.utils import env_checker as ec
+
+    base = env.unwrapped
+    for name, piece in (("reset seed determinism", ec.check_reset_seed_determinism),
+                        ("step determinism", ec.check_step_determinism)):
+        _guard("gymnasium", lambda: base.reset(seed=seed))
+        try:
+            piece(base)
+        except (MissingDependencyError, CheckError):
+            raise
+        except Exception as exc:
+            missing = as_missing_dependency(exc)
+            if missing is not None:
+                raise missing from exc
+            raise CheckError(f"[gymnasium] {name}: {type(exc).__name__}: {exc}") from exc
+    first = _play(env, seed, steps)
+    _compare(first, _play(env, seed, steps, first.actions), seed, "the same instance reset again")
+
+
 def check_any_string(env: gym.Env, seed: int, garbage: Sequence[tuple[str, str]] = GARBAGE_ACTIONS,
                      garbage_is_invalid: bool = True) -> None:
     """[any string] Adversarial strings never raise, and are flagged invalid with feedback."""

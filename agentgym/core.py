@@ -57,6 +57,9 @@ class TextEnv(gym.Env[str, str]):
     action_space = Text(MAX_TEXT)
     # attributes that hold the episode's state: listing them gives the env snapshot() / restore()
     snapshot_fields: tuple[str, ...] = ()
+    reward_range: tuple[float, float] | None = None
+    """[lo, hi] of one step's reward where the env can say (the trainer's reward_sanity guardrail checks it);
+    an env whose rewards follow its kwargs sets it in __init__. None: undeclared."""
 
     @property
     def instructions(self) -> str:

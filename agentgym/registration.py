@@ -22,6 +22,7 @@ from agentgym.errors import RegistrationError
 ENTRY_POINT_GROUP = "agentgym.envs"
 _SUITES: dict[str, list["SuiteEntry"]] = {}
 _IDS: set[str] = set()  # ids registered through agentgym, as opposed to gymnasium's own
+_REWARD_RANGES: dict[str, tuple[float, float]] = {}  # declared at registration (register(reward_range=))
 _DISCOVERED = False
 _DISCOVERY_LOCK = threading.RLock()  # env pools make envs from many threads at once
 _TURNS = struct.Struct("<I")  # TurnLimit's turn count, in front of the inner env's snapshot
@@ -99,8 +100,11 @@ class TurnLimit(gym.Wrapper):
 
 def register(id: str, entry_point: str | Callable[..., gym.Env], max_turns: int | None = None,
              kwargs: dict[str, Any] | None = None, suites: tuple[str, ...] = (), override: bool = False,
-             **spec_kwargs: Any) -> None:
-    """Register an env id. `entry_point` is `"module:Class"` or a callable returning an env."""
+             reward_range: tuple[float, float] | None = None, **spec_kwargs: Any) -> None:
+    """Register an env id. `entry_point` is `"module:Class"` or a callable returning an env. `reward_range`
+    declares [lo, hi] of one step's reward for envs that do not set `TextEnv.reward_range` themselves."""
+    if reward_range is not None:
+        lo, hi = _checked_range(reward_range, f"register({id!r}, reward_range=...)")
     if id in gym.registry and not override:
         if gym.registry[id].entry_point == entry_point:
             _IDS.add(id)
@@ -109,6 +113,9 @@ def register(id: str, entry_point: str | Callable[..., gym.Env], max_turns: int 
     gym.register(id=id, entry_point=entry_point, max_episode_steps=max_turns, kwargs=kwargs or {},
                  disable_env_checker=True, **spec_kwargs)
     _IDS.add(id)
+    _REWARD_RANGES.pop(id, None)
+    if reward_range is not None:
+        _REWARD_RANGES[id] = (lo, hi)
     for suite_name in suites:
         register_suite(suite_name, [id], extend=True)
 
@@ -188,7 +195,28 @@ def make(id: str, max_turns: int | None = None, **kwargs: Any) -> gym.Env:
     # The spec records what this env was made with, so `env.spec.make()` rebuilds the same env.
     env.unwrapped.spec = dataclasses.replace(env_spec, kwargs={**env_spec.kwargs, **kwargs},
                                              max_episode_steps=limit or None)
+    if id in _REWARD_RANGES and getattr(env.unwrapped, "reward_range", None) is None:
+        setattr(env.unwrapped, "reward_range", _REWARD_RANGES[id])  # not every gymnasium Env has the field
     return TurnLimit(env, limit) if limit else env
+
+
+def reward_range(env: gym.Env) -> tuple[float, float] | None:
+    """The [lo, hi] of one step's reward that `env` declares (TextEnv.reward_range, or the registration's),
+    or None."""
+    declared = getattr(env.unwrapped, "reward_range", None)
+    return None if declared is None else _checked_range(declared, f"{type(env.unwrapped).__name__}.reward_range")
+
+
+def _checked_range(value: Any, where: str) -> tuple[float, float]:
+    import math
+
+    try:
+        lo, hi = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise RegistrationError(f"{where} must be (lo, hi), two numbers; got {value!r}") from None
+    if math.isnan(lo) or math.isnan(hi) or lo > hi:
+        raise RegistrationError(f"{where} must be (lo, hi) with lo <= hi; got {value!r}")
+    return lo, hi
 
 
 def register_suite(name: str, envs: list[str | SuiteEntry], extend: bool = False) -> None:

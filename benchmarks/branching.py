@@ -37,7 +37,7 @@ def table_of(trajectories):
 
 
 def figures(name: str, trajectories, seconds: float) -> None:
-    from agentgym.train.advantages import gigpo_parts
+    from agentgym.train.estimators.advantages import gigpo_parts
 
     table = table_of(trajectories)
     key = table.group.astype(np.int64) * (int(table.anchor.max()) + 1) + table.anchor

@@ -32,7 +32,7 @@ GPU = {"iterations": 30, "eval_every": 5, "seeds": [0, 1, 2], "estimators": list
        "sft": ["sft.episodes=256", "model.device=cuda", "model.dtype=bfloat16"],
        "rl": ["rollout.groups=16", "rollout.group_size=8", "eval.seeds=64", "model.device=cuda",
               "model.dtype=bfloat16", "train.micro_batch_size=8", "train.torch_threads=0"]}
-VARIANT = {"hgpo": ["algorithm.estimator=hgpo", "algorithm.hgpo_levels=2"]}
+VARIANT = {"hgpo": ["algorithm.estimator=hgpo", "algorithm.hgpo.levels=2"]}
 
 
 def sft_checkpoint(out: Path, overrides: list[str]) -> tuple[str, float]:

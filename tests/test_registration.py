@@ -118,3 +118,26 @@ def test_entry_point_discovery(tmp_path):
                          env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:3] == ["['myplugin/Corridor-v0']", "True", "KeyDoorEnv"]
+
+
+def test_reward_range_declared_by_the_env_or_its_registration(scratch_ids):
+    """The reward_sanity guardrail's range: the env's own (following its kwargs), else the registration's."""
+    from agentgym.envs.toy.oneword import OneWordKeyDoor
+    from agentgym.registration import reward_range
+
+    class Undeclared(OneWordKeyDoor):
+        reward_range = None
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.reward_range = None
+
+    assert reward_range(agentgym.make("agentgym/Toy-KeyDoor-v0", key_bonus=2.0, step_penalty=0.1)) == (-0.1, 1.9)
+    agentgym.register("test/Declared-v0", entry_point=Undeclared, reward_range=(0, 2))
+    agentgym.register("test/Undeclared-v0", entry_point=Undeclared)
+    scratch_ids += ["test/Declared-v0", "test/Undeclared-v0"]
+    assert reward_range(agentgym.make("test/Declared-v0")) == (0.0, 2.0)
+    assert reward_range(agentgym.make("test/Undeclared-v0")) is None
+    for bad in ((1, 0), (0,), "ab", (0, float("nan"))):
+        with pytest.raises(RegistrationError, match="reward_range"):
+            agentgym.register("test/Bad-v0", entry_point=Undeclared, reward_range=bad)

@@ -78,3 +78,4 @@ class Components:
     env_id: str
     tools: list
     pad_id: int
+    reward_range: tuple[float, float] | None = None  # [lo, hi] of a step's reward the env declares

@@ -186,11 +186,46 @@ class GuardrailsSection:
     max_zero_advantage_share: float = 1.0
     """no_signal fires when at least this share of action tokens has a zero advantage."""
     not_one_task: Literal["stop", "warn", "off"] = "warn"
-    """A group whose rollouts start from different first prompts (dropped before training either way)."""
+    """A group whose rollouts start from different first prompts or first anchors (dropped before training
+    either way)."""
+    token_drift: Literal["stop", "warn", "off"] = "stop"
+    """Verified samples (train.verify_tokens) whose token ids differ from the chat template's tokenisation."""
+    max_token_drift: float = 0.0
+    """token_drift fires above this share of verified samples (0: any mismatch)."""
+    reward_sanity: Literal["stop", "warn", "off"] = "warn"
+    """Step rewards outside the env's declared reward_range, success with a return <= 0, or a failed episode
+    earning the top reward (read before group rewards and shaping)."""
+    reward_range: tuple[float, float] | None = None
+    """[lo, hi] of one step's env reward for reward_sanity; null: the env's own declaration (TextEnv.reward_range
+    or agentgym.register(..., reward_range=)), if any."""
+    collapse: Literal["stop", "warn", "off"] = "warn"
+    """Entropy or response length falling far below their start, or every group playing identical actions,
+    while the task is not yet solved."""
+    collapse_window: int = 3
+    """Iterations averaged at the start and at the end of the entropy and response-length trends."""
+    min_entropy_ratio: float = 0.1
+    """collapse fires when the recent mean entropy falls below this share of the first iterations'."""
+    min_response_length_ratio: float = 0.25
+    """collapse fires when the recent mean response length falls below this share of the first iterations'."""
+    max_identical_group_share: float = 1.0
+    """collapse fires when at least this share of groups played the same action texts in every member."""
+    collapse_success_ceiling: float = 0.9
+    """No collapse alarm once the recent iterations' success reaches this (a solved task may be played surely)."""
+    tool_errors: Literal["stop", "warn", "off"] = "warn"
+    """The share of tool calls that returned an error."""
+    max_tool_error_share: float = 0.8
+    """tool_errors fires above this share of tool calls."""
 
     def __post_init__(self) -> None:
         _check(self.max_logprob_gap > 0, "train.guardrails.max_logprob_gap must be > 0")
         _check(0 < self.max_zero_advantage_share <= 1, "train.guardrails.max_zero_advantage_share must be in (0, 1]")
+        shares = ("max_token_drift", "min_entropy_ratio", "min_response_length_ratio", "max_identical_group_share",
+                  "collapse_success_ceiling", "max_tool_error_share")
+        for name in shares:
+            _check(0 <= getattr(self, name) <= 1, f"train.guardrails.{name} must be in [0, 1], got {getattr(self, name)}")
+        _check(self.collapse_window >= 1, f"train.guardrails.collapse_window must be >= 1, got {self.collapse_window}")
+        _check(self.reward_range is None or self.reward_range[0] <= self.reward_range[1],
+               f"train.guardrails.reward_range must be [lo, hi] with lo <= hi, got {self.reward_range}")
 
 
 @dataclass(frozen=True)
@@ -216,7 +251,11 @@ class TrainSection:
     parameters, gradients and optimizer state sharded over the ranks); the critic follows the policy.
     Under torchrun "none" means ddp. See README "Scaling out"."""
     guardrails: GuardrailsSection = field(default_factory=GuardrailsSection)
-    """Run-health checks: stale rollout weights, no learning signal."""
+    """Run-health checks: stale rollout weights, no learning signal, a group that is not one task, token drift,
+    reward sanity, collapse, tool errors."""
+    push_weights: bool = True
+    """Send the updated weights to a rollout engine with its own copy (vLLM) after each update. false is a
+    fault injection for the stale_weights guard (the engine keeps its initial weights), never for real runs."""
 
     def __post_init__(self) -> None:
         _check(self.iterations >= 1, f"train.iterations must be >= 1, got {self.iterations}")
@@ -285,6 +324,9 @@ class TrainConfig:
                "model.policy=vllm:... generates free text, and rollout.action_mode=admissible scores the env's "
                "actions with the trained HF model: use model.policy=hf:... or rollout.action_mode=generate")
         _check(self.eval.every >= 0 and self.checkpoint.every >= 0, "eval.every and checkpoint.every must be >= 0")
+        _check(self.train.push_weights or m.policy.startswith("vllm:"),
+               "train.push_weights=false only applies to a rollout engine with its own weights (model.policy=vllm:...); "
+               "the HF policy generates with the trained module itself")
 
     def to_dict(self) -> dict[str, Any]:
         """The options as a nested dict (what `load_config` reads back); derived fields left out."""

@@ -10,10 +10,22 @@ None; the trainer logs every guard's figure as `guard/<name>` and, per `train.gu
                  so the gap is numerical noise (fp32 vLLM on CPU: ~2e-5; bf16 engines: ~1e-2); well
                  above it, the engine is not running the trained weights (no push, an adapter not applied).
   no_signal      the share of action tokens with a zero advantage: 1.0 means every group's rewards were
-                 equal and the update changes nothing.
+                 equal and the update changes nothing (logged beside it: the share of groups with equal
+                 returns, of turns with zero advantage, and the effective batch).
   not_one_task   GRPO and GiGPO compare a group's G rollouts as plays of one task, so their first prompts
                  must be identical; `drop_mixed_groups` drops a group whose members start differently (an env
                  whose reset ignores the seed) before any estimator sees it, and the guard reports how many.
+  token_drift    the share of verified samples whose token ids differ from the chat template's tokenisation
+                 of the decoded conversation (train.verify_tokens): the trainer would score other tokens
+                 than the engine sampled.
+  reward_sanity  rewards that contradict the env: a step reward outside its declared range
+                 (TextEnv.reward_range or register(..., reward_range=)), success with a return <= 0, or a
+                 failed episode earning the top reward (health.reward_sanity).
+  collapse       the policy stops exploring before it solves the task: entropy or response length fell below
+                 a share of their start (means over `collapse_window` iterations), or every group's members
+                 produced the same actions; forgiven once recent success reaches `collapse_success_ceiling`.
+  tool_errors    the share of tool calls that returned an error (wrong names or arguments, a broken tool).
+The figures come from health.py.
 """
 from __future__ import annotations
 
@@ -51,6 +63,8 @@ def no_signal(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
         return None
     return Alarm("no_signal", float(share), (
         f"{100 * share:.0f}% of action tokens have a zero advantage (limit {100 * section.max_zero_advantage_share:.0f}%)"
+        f" ({100 * metrics.get('zero_variance_group_share', 1.0):.0f}% of groups with equal returns, effective batch "
+        f"{metrics.get('effective_samples', 0):.0f} samples)"
         ": every group's rewards were equal, so the update learns nothing. Make tasks easier or groups larger "
         "(rollout.group_size), or turn on algorithm.dynamic_sampling"))
 
@@ -65,12 +79,68 @@ def not_one_task(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
         "reset(seed=...) deterministic (agentgym check ENV_ID tests it)"))
 
 
+def token_drift(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
+    rate = float(metrics.get("token_drift_rate", 0.0))
+    if rate <= section.max_token_drift:
+        return None
+    return Alarm("token_drift", rate, (
+        f"{100 * rate:.0f}% of verified samples' token ids differ from the chat template's tokenisation of the "
+        f"decoded text (limit {100 * section.max_token_drift:.0f}%): the trainer would score other tokens than the "
+        "engine sampled. Give the engine the trainer's tokenizer and chat template (model.policy); a template that "
+        "rewrites earlier turns (thinking stripped) needs rollout.layout=step"))
+
+
+def reward_sanity(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
+    faults = [(key, what) for key, what in (
+        ("reward_out_of_range_share", "step rewards outside the env's declared reward_range"),
+        ("success_without_reward_share", "successful episodes with a return <= 0"),
+        ("reward_without_success_share", "failed episodes that earned the env's top reward"))
+        if metrics.get(key, 0.0) > 0]
+    if not faults:
+        return None
+    worst = max(float(metrics[key]) for key, _ in faults)
+    said = "; ".join(f"{100 * metrics[key]:.0f}% {what}" for key, what in faults)
+    return Alarm("reward_sanity", worst, (
+        f"the env's rewards contradict it: {said}. Fix the env's reward or success flag, or its declared "
+        "reward_range (TextEnv.reward_range, agentgym.register(..., reward_range=(lo, hi)))"))
+
+
+def collapse(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
+    if metrics.get("recent_success", 0.0) >= section.collapse_success_ceiling:
+        return None  # a solved task may be played with certainty
+    symptoms = []
+    entropy, length = metrics.get("entropy_trend"), metrics.get("response_length_trend")
+    if entropy is not None and entropy < section.min_entropy_ratio:
+        symptoms.append((entropy, f"entropy fell to {100 * entropy:.0f}% of its start"))
+    if length is not None and length < section.min_response_length_ratio:
+        symptoms.append((length, f"responses shrank to {100 * length:.0f}% of their start length"))
+    same = float(metrics.get("identical_group_share", 0.0))
+    if same > 0 and same >= section.max_identical_group_share:
+        symptoms.append((same, f"{100 * same:.0f}% of groups played the same actions in every member"))
+    if not symptoms:
+        return None
+    return Alarm("collapse", symptoms[0][0], (
+        f"the policy collapsed before solving the task ({'; '.join(s for _, s in symptoms)}; recent success "
+        f"{100 * metrics.get('recent_success', 0.0):.0f}%). Sample with rollout.temperature > 0 and distinct "
+        "per-request seeds, add algorithm.regularisers.entropy_coef, or lower optim.lr"))
+
+
+def tool_errors(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
+    share = metrics.get("tool_error_share")
+    if share is None or share <= section.max_tool_error_share:
+        return None
+    return Alarm("tool_errors", float(share), (
+        f"{100 * share:.0f}% of tool calls returned an error (limit {100 * section.max_tool_error_share:.0f}%): "
+        "the model calls tools with wrong names or arguments, or a tool is broken. Read the errors in "
+        "rollouts.jsonl; check that the prompt shows the tools' schemas (agentgym info ENV --policy SPEC)"))
+
+
 def drop_mixed_groups(trajectories: Sequence[Any]) -> tuple[list[Any], int]:
-    """The trajectories of groups whose members all start from the same first prompt (token ids), and how
-    many groups were dropped. A group of one is kept (nothing to compare)."""
-    firsts: dict[int, set[tuple[int, ...]]] = {}
+    """The trajectories of groups whose members all start from the same first prompt (token ids) and the
+    same first anchor (GiGPO's first state), and how many groups were dropped. A group of one is kept."""
+    firsts: dict[int, set[Any]] = {}
     for t in trajectories:
-        first = tuple(t.turns[0].prompt_ids) if t.turns else ()
+        first = (tuple(t.turns[0].prompt_ids), repr(t.turns[0].anchor)) if t.turns else ()
         firsts.setdefault(t.group_id, set()).add(first)
     mixed = {g for g, starts in firsts.items() if len(starts) > 1}
     return [t for t in trajectories if t.group_id not in mixed], len(mixed)
@@ -80,14 +150,25 @@ GUARDS: dict[str, Callable[[dict[str, Any], Any], Optional[Alarm]]] = {
     "stale_weights": stale_weights,
     "no_signal": no_signal,
     "not_one_task": not_one_task,
+    "token_drift": token_drift,
+    "reward_sanity": reward_sanity,
+    "collapse": collapse,
+    "tool_errors": tool_errors,
 }
 
 
-def check(metrics: dict[str, Any], section: Any) -> list[tuple[Alarm, str]]:
-    """(alarm, action) for every guard that fires and is not "off"; action is "warn" or "stop"."""
+BEFORE_UPDATE = ("not_one_task", "token_drift", "reward_sanity", "tool_errors")
+"""The guards whose figures are known once the batch is collected: checked before the update trains on it."""
+
+
+def check(metrics: dict[str, Any], section: Any, names: Sequence[str] | None = None) -> list[tuple[Alarm, str]]:
+    """(alarm, action) for every guard (of `names`, default all) that fires and is not "off"; action is
+    "warn" or "stop"."""
     fired = []
     for name, guard in GUARDS.items():
-        action = getattr(section, name)
+        if names is not None and name not in names:
+            continue
+        action = getattr(section, name, "off")
         if action == "off":
             continue
         alarm = guard(metrics, section)

@@ -151,18 +151,25 @@ def make_optimizer(config: TrainConfig, model: Any, critic: Any) -> tuple[Any, A
 
 def env_tools(config: TrainConfig) -> tuple[str, list]:
     """Check the env id (did-you-mean on a typo) and read its tools for the chat template."""
-    from agentgym.registration import make
+    env_id, tools, _ = env_facts(config)
+    return env_id, tools
+
+
+def env_facts(config: TrainConfig) -> tuple[str, list, tuple[float, float] | None]:
+    """The env id (checked, with a did-you-mean on a typo), its tools for the chat template and the step
+    reward range it declares (the reward_sanity guardrail's)."""
+    from agentgym.registration import make, reward_range
 
     env = make(config.rollout.env, **dict(config.rollout.env_kwargs))
     try:
-        return config.rollout.env, list(getattr(env, "tools", []) or [])
+        return config.rollout.env, list(getattr(env, "tools", []) or []), reward_range(env)
     finally:
         env.close()
 
 
 def build_components(config: TrainConfig, run_dir: Path) -> Components:
     torch = require("torch", "hf")
-    env_id, tools = env_tools(config)
+    env_id, tools, rewards = env_facts(config)
     model, tokenizer = load_model(config, run_dir)
     from agentgym.train.critic import build_critic
 
@@ -174,4 +181,4 @@ def build_components(config: TrainConfig, run_dir: Path) -> Components:
     optimizer, scheduler = make_optimizer(config, model, critic)
     return Components(model, tokenizer, make_policy(config, model, tokenizer), chat, critic,
                       make_reference(config, model), optimizer, scheduler, torch.device(config.model.device),
-                      env_id, tools, int(tokenizer.pad_token_id))
+                      env_id, tools, int(tokenizer.pad_token_id), rewards)

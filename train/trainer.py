@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from agentgym.errors import ConfigError, TokenMismatchError
+from agentgym.errors import ConfigError
 from agentgym.rubric import apply_group_rewards, group_rewards_from_config
 from agentgym.rollout import RolloutConfig, next_prompt_ids, rollout
 from agentgym.train import checkpoint as ck
@@ -30,7 +30,8 @@ from agentgym.train import distributed as D
 from agentgym.train.estimators.advantages import last_rows
 from agentgym.policy import TrainablePolicy
 from agentgym.train.updaters.choice_ppo import choice_step
-from agentgym.train.guardrails import drop_mixed_groups
+from agentgym.train.guardrails import BEFORE_UPDATE, GUARDS, drop_mixed_groups
+from agentgym.train.health import reward_sanity, rollout_health, signal_figures, trends
 from agentgym.train.updaters import updater_for
 from agentgym.train.config import TrainConfig
 from agentgym.train.metrics import MetricsWriter, rollout_metrics, write_rollouts
@@ -110,6 +111,9 @@ class Trainer:
         self.is_main = self.dist is None or self.dist.is_main
         self.epo_running: float | None = None  # EPO's running entropy H̄ (starts afresh on resume)
         self.archer = self._archer_learner()
+        self.health: list[dict[str, float]] = []  # per iteration: the figures the collapse trends read
+        self.guard_details: dict[str, str] = {}  # an example a guard's message quotes (the first token mismatch)
+        self.reward_range = config.train.guardrails.reward_range or self.c.reward_range
         self._resume()  # every rank restores the same state in place (DDP holds the same module)
         lg = config.logging
         self.writer = None
@@ -154,6 +158,8 @@ class Trainer:
             seeds = list(range(self.next_seed, self.next_seed + need))
             self.next_seed += need
             trajs = self._rollout(seeds, r.group_size, config, "train")
+            if not first:  # the env's own rewards, before group rewards
+                stats.update(reward_sanity(trajs, self.reward_range))
             if self.group_rewards:
                 trajs = apply_group_rewards(trajs, self.group_rewards)
             first = first or trajs
@@ -175,14 +181,17 @@ class Trainer:
 
     def verify_tokens(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
         """Rollout token ids must equal the tokenisation of the rendered conversation: every sample (or
-        train.verify_samples drawn at random, late turns included); any mismatch fails loudly."""
+        train.verify_samples drawn at random, late turns included) is checked, and the share that does not
+        match is the token_drift guardrail's figure (by default any mismatch stops the run)."""
         r, n = self.cfg.rollout, self.cfg.train.verify_samples
         rng = random.Random(self.cfg.train.seed * 7_919 + self.iteration)
         checked, errors = verify_samples(self.chat, trajectories, r.layout, r.history_turns, self.tools, n, rng)
-        if errors:
-            raise TokenMismatchError(f"{len(errors)} of {checked} verified samples do not match the chat template's "
-                                     f"tokenisation; the first: {errors[0]}")
-        return {"verified_samples": float(checked), "token_mismatches": 0.0}
+        self.guard_details.pop("token_drift", None)
+        if errors:  # the token_drift guardrail decides what a mismatch does
+            first = " ".join(errors[0].split())[:400]
+            self.guard_details["token_drift"] = f"{len(errors)} of {checked} mismatched; the first: {first}"
+        return {"verified_samples": float(checked), "token_mismatches": float(len(errors)),
+                "token_drift_rate": len(errors) / checked if checked else 0.0}
 
     # ------------------------------------------------------------------ one iteration
     def step(self) -> dict[str, Any]:
@@ -196,11 +205,13 @@ class Trainer:
         t1 = time.perf_counter()
         if self.is_main:
             write_rollouts(self.run_dir, it, first)
-        metrics: dict[str, Any] = {**rollout_metrics(first), **drop_stats, "max_turns": turn_cap(cfg, it) or 0}
+        metrics: dict[str, Any] = {**rollout_metrics(first), **drop_stats, "max_turns": turn_cap(cfg, it) or 0,
+                                   **rollout_health(first)}
         if callable(getattr(self.policy, "scoring_stats", None)):  # admissible actions: what scoring cost
             metrics.update({f"rollout_scoring/{k}": v for k, v in self.policy.scoring_stats().items()})
         if cfg.train.verify_tokens:
             metrics.update(self.verify_tokens(batch))
+        self._check_health(metrics, BEFORE_UPDATE)  # before anything trains on a bad batch
         samples = build_samples(batch, cfg.rollout.layout)
         if samples and updater_for(cfg).name == "choice_ppo":  # admissible-action mode: exact ratio
             metrics.update(choice_step(self.c, cfg, batch, it))
@@ -226,11 +237,16 @@ class Trainer:
             metrics["time/push_weights"] = time.perf_counter() - push_start
             metrics.update(stats.as_metrics())
             metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.loss.tis_cap))
+            masks = [s.mask[1:] for s in samples]  # the no_signal guard's finer figures
+            metrics.update(signal_figures(batch, [s.row[1:][m] for s, m in zip(samples, masks)],
+                                          [a[m] for a, m in zip(targets.advantages, masks)]))
         t2 = time.perf_counter()
         metrics.update(_timing(first, t1 - t0, t2 - t1, sum(len(s) for s in samples)))
         metrics.update(_gpu_memory(self.device))
         metrics.update(host_memory())
-        self._check_health(metrics)
+        self.health.append({k: metrics[k] for k in ("entropy", "response_tokens_per_turn", "success") if k in metrics})
+        metrics.update(trends(self.health, cfg.train.guardrails.collapse_window))
+        self._check_health(metrics, [name for name in GUARDS if name not in BEFORE_UPDATE])
         self.iteration += 1
         return metrics
 
@@ -252,18 +268,19 @@ class Trainer:
         metrics.update(stats.as_metrics())
         metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.loss.tis_cap))
 
-    def _check_health(self, metrics: dict[str, Any]) -> None:
-        """The run-health guardrails (train/guardrails.py): warn, or stop with the cause and the fix."""
+    def _check_health(self, metrics: dict[str, Any], names: Sequence[str]) -> None:
+        """The run-health guardrails `names` (train/guardrails.py): warn, or stop with the cause and the fix."""
         from agentgym.train.guardrails import GuardrailError, check
 
-        for alarm, action in check(metrics, self.cfg.train.guardrails):
+        for alarm, action in check(metrics, self.cfg.train.guardrails, names):
             metrics[f"guard/{alarm.guard}"] = 1.0
+            detail = self.guard_details.pop(alarm.guard, "")
+            message = f"iteration {self.iteration}: {alarm.message}" + (f" ({detail})" if detail else "")
             if action == "stop":
                 if self.writer is not None:  # the figures that fired it stay on record
                     self.writer.write(self.iteration, metrics)
-                raise GuardrailError(f"iteration {self.iteration}: {alarm.message} "
-                                     f"(train.guardrails.{alarm.guard}=warn to go on)")
-            print(f"agentgym train: warning: iteration {self.iteration}: {alarm.message}", file=sys.stderr)
+                raise GuardrailError(f"{message} (train.guardrails.{alarm.guard}=warn to go on)")
+            print(f"agentgym train: warning: {message}", file=sys.stderr)
 
     def _with_info_gain(self, batch: list[Trajectory], metrics: dict[str, Any]) -> list[Trajectory]:
         from agentgym.train.estimators.igpo import info_gains, with_info_gain
@@ -305,6 +322,8 @@ class Trainer:
             if model is None or self.policy.model is model:
                 return
         elif not self._separate_policy():
+            return
+        if not self.cfg.train.push_weights:  # fault injection: the stale_weights guardrail must catch this
             return
         if hasattr(model, "peft_config") and self.policy.takes_adapters:
             target = self.run_dir / "rollout-adapter" / f"iteration-{self.iteration}"

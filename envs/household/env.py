@@ -47,6 +47,8 @@ class HouseholdEnv(TextEnv):
         self.knobs = knobs_for(difficulty, **self._knob_args)  # validates now, not at the first reset
         self.success_reward, self.progress_reward = float(success_reward), float(progress_reward)
         self.invalid_penalty = float(invalid_penalty)
+        if not self.progress_reward:  # progress pays per subgoal reached, how many at once is open
+            self.reward_range = (min(0.0, -self.invalid_penalty), max(0.0, self.success_reward))
         self.anchor_mode, self.list_actions = anchor, list_actions
         # restate the goal after every step's observation: a small model then finds the object and target
         # names next to what it sees instead of hundreds of tokens back (ALFWorld states it once)

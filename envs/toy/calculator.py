@@ -50,6 +50,7 @@ class CalculatorEnv(ToolEnv):
         super().__init__()
         self.max_operand = max_operand
         self.tool_bonus = tool_bonus
+        self.reward_range = (min(0.0, tool_bonus), 1.0 + max(0.0, tool_bonus))  # the answer's 1.0 and a tool bonus
         self.question = ""
         self.target = 0
         self.rewarded_tool = False

@@ -24,6 +24,8 @@ class KeyDoorEnv(TextEnv):
         self.length = length
         self.step_penalty = step_penalty
         self.key_bonus = key_bonus
+        # a step earns the key bonus or the door's 1.0 (or nothing), less the step penalty
+        self.reward_range = (min(0.0, key_bonus) - step_penalty, max(1.0, key_bonus) - step_penalty)
         self.pos = self.key_pos = self.door_pos = 0
         self.has_key = self.done = False
         self.task_id = ""

@@ -53,6 +53,9 @@ class BrowserEnv(TextEnv):
     def after_load(self) -> None:
         """Runs after the start page loads (MiniWoB starts its episode here)."""
 
+    def after_action(self) -> None:
+        """Runs after each action, before it is scored (MiniWoB advances its page's clock here)."""
+
     def score(self) -> tuple[dict[str, float], bool, bool]:
         """(reward components, terminated, success) after an action."""
         return {}, False, False
@@ -108,6 +111,7 @@ class BrowserEnv(TextEnv):
         try:
             parsed = parse_browser_action(action)
             self.page.act(parsed)
+            self.after_action()
         except ActionError as exc:
             return self._reply(f"Invalid action: {exc}. Actions: {USAGE}.", valid=False)
         except BrowserError as exc:

@@ -6,16 +6,23 @@ utterance and reward from the page's JavaScript (`core.getUtterance()`, `WOB_DON
 `WOB_RAW_REWARD_GLOBAL`). The task's 10-second timer is lifted: an LLM's turn takes longer than that.
 Observations are the page's accessibility tree without MiniWoB's reward display, the utterance first. The reward is the
 page's raw reward (1 solved, <= 0 failed); success is a positive reward.
+
+Time is virtual (Playwright's fake clock, paused): every episode's page starts at the same instant, its
+timers run only as the env advances them (until the task is ready, then `STEP_MS` after the start and after
+each action), so a time-driven task (stock-market's ticking price) shows the same thing under the same seed
+and actions, whatever the machine's load.
 """
 from __future__ import annotations
 
-import time
+import datetime
 from typing import Any
 
 from agentgym.envs.web.browser_envs import BrowserEnv
 from agentgym.errors import ConfigError, MissingDependencyError
 
 NO_TIMER_MS = 2_000_000_000   # under setTimeout's 2**31-1 ms limit, ~23 days
+EPOCH = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)   # every episode's page starts here
+STEP_MS = 1_000               # virtual time after the start and after each action
 
 
 class MiniWoBEnv(BrowserEnv):
@@ -40,16 +47,29 @@ class MiniWoBEnv(BrowserEnv):
         self.seed_used = seed if seed is not None else int(self.np_random.integers(1_000_000_000))
         return self.url, ""
 
+    def _ensure_page(self):
+        page = super()._ensure_page()
+        if not page.virtual_time:  # once per page: the clock persists across loads
+            page.clock("install", time=EPOCH)
+            page.clock("pause_at", EPOCH)
+            page.virtual_time = True
+        page.clock("set_system_time", EPOCH)  # this episode's page loads at the same instant as every other
+        return page
+
     def after_load(self) -> None:
         # the page is reloaded each episode: a task may keep state between episodes otherwise
         self.page.evaluate("([seed, mode, ms]) => { core.EPISODE_MAX_TIME = ms; Math.seedrandom(seed); "
                            "core.setDataMode(mode); core.startEpisodeReal(); }",
                            [str(self.seed_used), self.data_mode, NO_TIMER_MS])
-        for _ in range(100):    # some tasks build their problem asynchronously
+        for _ in range(100):    # some tasks build their problem asynchronously, on timers
             if self.page.evaluate("() => WOB_TASK_READY"):
                 break
-            time.sleep(0.02)
+            self.page.clock("run_for", 20)
+        self.page.clock("run_for", STEP_MS)
         self.task = str(self.page.evaluate("() => core.getUtterance()"))
+
+    def after_action(self) -> None:
+        self.page.clock("run_for", STEP_MS)
 
     def score(self) -> tuple[dict[str, float], bool, bool]:
         done, raw = self.page.evaluate("() => [WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL]")

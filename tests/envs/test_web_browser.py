@@ -333,3 +333,27 @@ def test_every_shipped_miniwob_task_is_registered():
     ids = {i.removeprefix("agentgym/MiniWoB-").removesuffix("-v0") for i in agentgym.list_envs("agentgym/MiniWoB-")}
     assert len(shipped) >= 100 and shipped == ids
     assert {e.env_id for e in agentgym.registration.suite("miniwob")} == {f"agentgym/MiniWoB-{t}-v0" for t in shipped}
+
+
+def test_a_time_driven_miniwob_task_is_the_same_under_the_same_seed_whatever_the_wall_clock():
+    """stock-market redraws its price every 100 ms: on wall-clock time two resets with the same seed showed
+    different prices (under load, Gymnasium's reset-seed determinism check failed). The page's clock is
+    virtual: each episode starts at the same instant and moves STEP_MS per action."""
+    import time
+
+    from agentgym.envs.web.miniwob import EPOCH, STEP_MS
+
+    env = agentgym.make("agentgym/MiniWoB-stock-market-v0")
+    try:
+        runs = []
+        for pause in (0.0, 0.6):
+            first, _ = env.reset(seed=123)
+            time.sleep(pause)   # wall time passes; the page's does not
+            after, *_ = env.step("scroll(down)")
+            now = env.unwrapped.page.evaluate("() => Date.now()")
+            runs.append((first, after, now))
+        assert runs[0] == runs[1]
+        assert runs[0][2] >= EPOCH.timestamp() * 1000 + 2 * STEP_MS  # the start's settle, then one action
+        assert "$" in runs[0][0]
+    finally:
+        env.close()

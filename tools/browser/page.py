@@ -44,6 +44,7 @@ class BrowserPage:
         self.blocked: list[str] = []
         self.crashed = False
         self.snapshot_ids: dict[int, int] = {}
+        self.virtual_time = False   # the page's clock is Playwright's fake one, moved by the env (MiniWoB)
         self.runtime = acquire_runtime()
         self.closed = False
         try:
@@ -99,6 +100,12 @@ class BrowserPage:
     def url(self) -> str:
         return self._call(lambda: self.page.url)
 
+    def clock(self, operation: str, *args: Any, **kwargs: Any) -> Any:
+        """Playwright's fake clock of this page (install, pause_at, run_for, set_system_time): with it
+        installed and paused, a page's timers and Date move only when told, so a time-driven page shows
+        the same thing after the same actions whatever the machine's load."""
+        return self._call(lambda: getattr(self.page.clock, operation)(*args, **kwargs))
+
     def _backend_id(self, selector: str) -> int | None:
         handle = self.cdp.send("Runtime.evaluate", {"expression": f"document.querySelector({json.dumps(selector)})"})
         object_id = handle.get("result", {}).get("objectId")
@@ -131,7 +138,8 @@ class BrowserPage:
             return
         if action.verb == "scroll":
             page.mouse.wheel(0, (1 if action.text == "down" else -1) * 600)
-            page.evaluate("() => new Promise(r => requestAnimationFrame(() => r()))")
+            if not self.virtual_time:   # a paused fake clock runs no frame until the env advances it
+                page.evaluate("() => new Promise(r => requestAnimationFrame(() => r()))")
             return
         locator = self._mark(self.snapshot_ids[action.element])
         if action.verb == "click":

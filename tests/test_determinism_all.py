@@ -1,0 +1,52 @@
+"""The same seed, the same task, for every registered id (not a sample of each family, as
+tests/test_all_envs.py): GRPO and GiGPO compare a group's rollouts as plays of one task, so an env whose
+reset(seed) or steps vary silently breaks every group. Per id: Gymnasium's reset-seed and step determinism
+checks, reset(seed=123) twice with the same observation and info, and three steps of the same actions with
+the same results (`agentgym.checker.check_same_seed_same_task`). One instance per id; families whose
+dependency (Java, Chromium, Docker, ...) is missing here are skipped with the reason.
+
+Cost (measured with benchmarks/determinism_all.py): see its output; ScienceWorld's JVM starts dominate."""
+from __future__ import annotations
+
+import pytest
+
+import agentgym
+from agentgym.checker import as_missing_dependency, check_same_seed_same_task
+from agentgym.errors import MissingDependencyError
+
+ALL_IDS = agentgym.list_envs()
+
+
+def test_every_family_is_here():
+    assert len(ALL_IDS) >= 300 and "agentgym/ScienceWorld-grow-fruit-v0" in ALL_IDS
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_browser():
+    """One Chromium for every browser env of the module (each env would start and stop its own otherwise)."""
+    from agentgym.tools.browser.runtime import acquire_runtime, release_runtime
+
+    try:
+        runtime = acquire_runtime()
+    except Exception:  # no Chromium or Playwright here: the browser envs skip on their own
+        yield
+        return
+    yield
+    release_runtime(runtime)
+
+
+@pytest.mark.parametrize("env_id", ALL_IDS)
+def test_same_seed_same_task(env_id):
+    try:
+        env = agentgym.make(env_id)
+    except ImportError as exc:
+        missing = as_missing_dependency(exc)
+        if missing is None:
+            raise
+        pytest.skip(f"{env_id}: optional dependency missing: {missing}")
+    try:
+        check_same_seed_same_task(env, seed=123, steps=3)
+    except MissingDependencyError as exc:
+        pytest.skip(f"{env_id}: optional dependency missing: {exc}")
+    finally:
+        env.close()
