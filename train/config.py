@@ -129,6 +129,9 @@ class RolloutSection:
     sleep_level: int = 1
     """A rollout engine with sleep mode (vLLM) frees its KV cache (1) or also its weights (2) while the
     trainer updates; 0 keeps it resident."""
+    tool_format: str = "auto"
+    """How the policy writes tool calls and the env parses them: auto (the tokenizer's chat template decides),
+    or a format of agentgym.toolcall_formats (hermes, llama3, mistral, qwen3_coder, deepseek_v3, harmony, ...)."""
     group_rewards: tuple[dict[str, Any], ...] = ()
     """Scorers of each task's G rollouts together, added to the last turn as their own components (RULER-style
     judging), e.g. [{name: ruler, fn: group_judge, weight: 1.0, kwargs: {model: "openai:http://HOST:PORT"}}]."""
@@ -141,6 +144,10 @@ class RolloutSection:
                                      f"(got {self.temperature}); use eval.temperature for greedy eval")
         _check(self.max_new_tokens >= 1, "rollout.max_new_tokens must be >= 1")
         _check(self.sleep_level in (0, 1, 2), f"rollout.sleep_level must be 0, 1 or 2, got {self.sleep_level}")
+        from agentgym.toolcall_formats import FORMATS
+
+        _check(self.tool_format == "auto" or self.tool_format in FORMATS,
+               f"rollout.tool_format must be auto or one of {', '.join(FORMATS)}, got {self.tool_format!r}")
 
     def engine_config(self, sampling: SamplingParams, max_turns: int | None, **overrides: Any) -> RolloutConfig:
         """The rollout engine's config for this section (one place, so training, SFT demonstrations and
@@ -279,10 +286,21 @@ class GuardrailsSection:
     """no_signal fires when at least this share of action tokens has a zero advantage."""
     not_one_task: Literal["stop", "warn", "off"] = "warn"
     """A group whose rollouts start from different first prompts (dropped before training either way)."""
+    unparsed_tool_calls: Literal["stop", "warn", "off"] = "stop"
+    """Turns that attempt a tool call the env never parses: the model's format and the env's differ."""
+    max_unparsed_tool_call_share: float = 0.5
+    """unparsed_tool_calls fires above this share of tool-env turns."""
+    tool_errors: Literal["stop", "warn", "off"] = "warn"
+    """Parsed tool calls that failed (unknown tool, bad arguments, the tool raised)."""
+    max_tool_error_share: float = 1.0
+    """tool_errors fires when at least this share of the batch's tool calls failed."""
 
     def __post_init__(self) -> None:
         _check(self.max_logprob_gap > 0, "train.guardrails.max_logprob_gap must be > 0")
         _check(0 < self.max_zero_advantage_share <= 1, "train.guardrails.max_zero_advantage_share must be in (0, 1]")
+        _check(0 <= self.max_unparsed_tool_call_share < 1,
+               "train.guardrails.max_unparsed_tool_call_share must be in [0, 1)")
+        _check(0 < self.max_tool_error_share <= 1, "train.guardrails.max_tool_error_share must be in (0, 1]")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,11 @@ None; the trainer logs every guard's figure as `guard/<name>` and, per `train.gu
                  above it, the engine is not running the trained weights (no push, an adapter not applied).
   no_signal      the share of action tokens with a zero advantage: 1.0 means every group's rewards were
                  equal and the update changes nothing.
+  unparsed_tool_calls  the share of tool-env turns whose text attempts a tool call (in some registered format,
+                 `agentgym.toolcall_formats.looks_like_call`) that the env parsed to none; logged per format
+                 as tool_calls_unparsed/<format>. High means the model writes one family's format and the env
+                 reads another (e.g. Llama 3 JSON against Hermes tags): no call ever runs.
+  tool_errors    the share of parsed tool calls that failed (unknown tool, bad arguments, the tool raised).
   not_one_task   GRPO and GiGPO compare a group's G rollouts as plays of one task, so their first prompts
                  must be identical; `drop_mixed_groups` drops a group whose members start differently (an env
                  whose reset ignores the seed) before any estimator sees it, and the guard reports how many.
@@ -65,6 +70,35 @@ def not_one_task(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
         "reset(seed=...) deterministic (agentgym check ENV_ID tests it)"))
 
 
+def _largest(metrics: dict[str, Any], prefix: str) -> str | None:
+    """The `<name>` of the largest `prefix<name>` figure, None when there is none."""
+    named = {k[len(prefix):]: float(v) for k, v in metrics.items() if k.startswith(prefix) and v}
+    return max(named, key=lambda k: named[k]) if named else None
+
+
+def unparsed_tool_calls(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
+    share = metrics.get("tool_calls_unparsed")
+    if share is None or share <= section.max_unparsed_tool_call_share:
+        return None
+    written = _largest(metrics, "tool_calls_unparsed/") or "an unknown"
+    read = _largest(metrics, "tool_format/") or "another"
+    return Alarm("unparsed_tool_calls", float(share), (
+        f"{100 * share:.0f}% of turns attempt a tool call that never parses (limit "
+        f"{100 * section.max_unparsed_tool_call_share:.0f}%): the policy's tool-call format is {written} but the env "
+        f"parses {read}, so no tool ever runs. Set rollout.tool_format={written} (or auto, to take it from the "
+        "tokenizer's chat template)"))
+
+
+def tool_errors(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
+    share = metrics.get("tool_errors")
+    if share is None or share < section.max_tool_error_share:
+        return None
+    return Alarm("tool_errors", float(share), (
+        f"{100 * share:.0f}% of tool calls failed (limit {100 * section.max_tool_error_share:.0f}%): unknown tools, "
+        "wrong arguments or tools that raise. Read the tool results in run_dir/rollouts.jsonl; check that the "
+        "prompt lists the env's tools (agentgym info ENV --policy SPEC shows it)"))
+
+
 def drop_mixed_groups(trajectories: Sequence[Any]) -> tuple[list[Any], int]:
     """The trajectories of groups whose members all start from the same first prompt (token ids), and how
     many groups were dropped. A group of one is kept (nothing to compare)."""
@@ -80,6 +114,8 @@ GUARDS: dict[str, Callable[[dict[str, Any], Any], Optional[Alarm]]] = {
     "stale_weights": stale_weights,
     "no_signal": no_signal,
     "not_one_task": not_one_task,
+    "unparsed_tool_calls": unparsed_tool_calls,
+    "tool_errors": tool_errors,
 }
 
 
