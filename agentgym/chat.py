@@ -87,6 +87,14 @@ class ChatFormat:
         "auto": the tool-call format the template speaks (`detect_format`)."""
         return HFChatFormat(tokenizer, tool_format)
 
+    def with_tool_format(self, tool_format: str) -> ChatFormat:
+        """A copy speaking `tool_format` (a `FORMATS` name; "auto" keeps this one's)."""
+        import copy
+
+        chosen = copy.copy(self)
+        chosen.tool_format = _chosen_format(tool_format, None) or self.tool_format
+        return chosen
+
     # ------------------------------------------------------------------ for subclasses
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                add_generation_prompt: bool) -> str:

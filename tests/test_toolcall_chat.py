@@ -34,7 +34,7 @@ CHATML_TEMPLATE = ("{%- for m in messages %}{{- '<|im_start|>' + m['role'] + '\\
 CHATML_SPECIALS = ["<|im_start|>", "<|im_end|>"]
 
 
-def byte_tokenizer(template: str, specials: list[str], bos: str | None = None):
+def byte_tokenizer(template: str, specials: list[str], eos: str, bos: str | None = None):
     """A byte-level BPE tokenizer (no merges: every byte a token) with the template's special tokens."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -43,7 +43,7 @@ def byte_tokenizer(template: str, specials: list[str], bos: str | None = None):
     tok = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(sorted(alphabet))}, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tok.decoder = decoders.ByteLevel()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=bos, eos_token=specials[-1 if bos else 1],
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=bos, eos_token=eos,
                                    additional_special_tokens=specials)
     fast.chat_template = template
     return fast
@@ -51,8 +51,7 @@ def byte_tokenizer(template: str, specials: list[str], bos: str | None = None):
 
 @pytest.fixture(scope="module")
 def llama_chat():
-    tok = byte_tokenizer(LLAMA31_TEMPLATE, LLAMA_SPECIALS, bos="<|begin_of_text|>")
-    tok.eos_token = "<|eot_id|>"
+    tok = byte_tokenizer(LLAMA31_TEMPLATE, LLAMA_SPECIALS, "<|eot_id|>", bos="<|begin_of_text|>")
     return ChatFormat.from_tokenizer(tok)
 
 
@@ -72,7 +71,7 @@ def test_llama_template_is_detected_and_renders_the_tools_itself(llama_chat):
 
 
 def test_a_template_without_tools_gets_the_format_s_own_words():
-    tok = byte_tokenizer(CHATML_TEMPLATE, CHATML_SPECIALS)
+    tok = byte_tokenizer(CHATML_TEMPLATE, CHATML_SPECIALS, "<|im_end|>")
     env = calculator()
     hermes = ChatFormat.from_tokenizer(tok)
     assert hermes.tool_format == "hermes" and not hermes.supports_tools
@@ -130,3 +129,43 @@ def test_rollout_tells_the_env_the_policy_s_format(fmt, unparsed):
         assert stats["tool_calls_unparsed/llama3"] == 1.0 and "tool_errors" not in stats
     else:
         assert stats["tool_errors"] == 0.0 and all(t.tool_calls == 1 for tr in trajs for t in tr.turns)
+
+
+# ------------------------------------------------------------------------------------------------ agentgym info
+def tiny_model_dir(path, template: str, specials: list[str], eos: str, bos: str | None = None):
+    """A one-layer random Llama saved with a byte-level tokenizer and `template`: a real `hf:DIR` policy."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = byte_tokenizer(template, specials, eos, bos)
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
+                         pad_token_id=0, eos_token_id=tok.eos_token_id)
+    LlamaForCausalLM(config).save_pretrained(str(path))
+    tok.save_pretrained(str(path))
+    return path
+
+
+def test_info_shows_the_prompt_in_the_model_s_own_format(tmp_path, capsys):
+    from agentgym.cli import main
+
+    llama = tiny_model_dir(tmp_path / "llama", LLAMA31_TEMPLATE, LLAMA_SPECIALS, "<|eot_id|>", "<|begin_of_text|>")
+    assert main(["info", "agentgym/Toy-Calculator-v0", "--policy", f"hf:{llama}", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "tool-call format llama3, from the chat template; tools rendered by the chat template's own tools=" in out
+    assert "  | Environment: ipython" in out and '"parameters"' in out and "What is" in out
+    assert 'a tool call in the llama3 format' in out
+    assert '{"name": "calculate", "parameters": {"expression": "<string>"}}' in out
+
+    chatml = tiny_model_dir(tmp_path / "chatml", CHATML_TEMPLATE, CHATML_SPECIALS, "<|im_end|>")
+    assert main(["info", "agentgym/Toy-Calculator-v0", "--policy", f"hf:{chatml}", "--tool-format", "qwen3_coder"]) == 0
+    out = capsys.readouterr().out
+    assert "tool-call format qwen3_coder; tools rendered in the system text, in the qwen3_coder format's words" in out
+    assert "  | <function=calculate>" in out and "<|im_start|>user" in out
+
+
+def test_info_prompt_options_need_a_policy(capsys):
+    from agentgym.cli import main
+
+    assert main(["info", "agentgym/Toy-Calculator-v0", "--tool-format", "llama3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("agentgym info: error: --tool-format and --seed choose the prompt") and err.count("\n") == 1

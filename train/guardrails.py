@@ -123,7 +123,7 @@ def check(metrics: dict[str, Any], section: Any) -> list[tuple[Alarm, str]]:
     """(alarm, action) for every guard that fires and is not "off"; action is "warn" or "stop"."""
     fired = []
     for name, guard in GUARDS.items():
-        action = getattr(section, name)
+        action = getattr(section, name, "off")  # a hand-built section without this guard's field leaves it off
         if action == "off":
             continue
         alarm = guard(metrics, section)
