@@ -183,6 +183,10 @@ class ToolEnv(TextEnv):
         tools = self.tool_list()
         return tools[0].usage(self.active_tool_formats[0]) if tools else "<answer>...</answer>"
 
+    def call_hint(self) -> str:
+        """A sentence for instructions: how to call a tool in the format this env reads first."""
+        return f"Call a tool like this (several calls per turn are allowed): {self._example_call()}"
+
     def no_call_message(self) -> str:
         fmt = self.active_tool_formats[0]
         if fmt == "hermes":

@@ -90,6 +90,7 @@ def test_the_env_reads_the_format_it_is_told_at_reset():
     obs, _, _, _, info = env.step('<|python_tag|>{"name": "calculate", "parameters": {"expression": "6 * 7"}}')
     assert obs == "<tool_response>\n42\n</tool_response>" and info["tool_format"] == "llama3"
     assert "unparsed_tool_call" not in info
+    assert '{"name": "calculate", "parameters": {"expression": "<string>"}}' in env.call_hint()  # for instructions
     obs, *_ = env.step('<tool_call>{"name": "calculate", "arguments": {"expression": "1 + 1"}}</tool_call>')
     assert "2" in obs  # the class's own formats stay as fallbacks
     obs, _, _, _, info = env.step('{"name": "calculate", "parameters": {"expression": 3}}')

@@ -47,7 +47,7 @@ Work with the tools: `bash` runs a shell command in /workspace (no network), `vi
 numbers, `str_replace` replaces one exact occurrence of a text in a file, `create_file` writes a whole file,
 `run_tests` runs pytest (the failing tests by default), and `submit` ends the episode for grading.
 Fix the library code, not the tests: test files are restored to their original versions when grading.
-Call tools with <tool_call>{"name": ..., "arguments": {...}}</tool_call>; several calls per turn are allowed."""
+"""  # + ToolEnv.call_hint(): how to call a tool in the model's own format
 
 
 class SWEEnv(ToolEnv):
@@ -90,7 +90,7 @@ class SWEEnv(ToolEnv):
     # ------------------------------------------------------------------ tasks and sandboxes
     @property
     def instructions(self) -> str:
-        return INSTRUCTIONS
+        return INSTRUCTIONS + self.call_hint()
 
     def tool_list(self) -> list[Tool]:
         return [self.bash, self.view_file, self.str_replace, self.create_file, self.run_tests, self.submit]
