@@ -9,6 +9,7 @@ import pytest
 from agentgym.chat import TOOLS_PREAMBLE, ChatFormat
 from agentgym.errors import ConfigError
 from agentgym.registration import make
+from test_chat import qwen_tokenizer, smol_tokenizer, smol_tokenizer_dir  # noqa: F401  (fixtures; same folder)
 
 pytest.importorskip("transformers")
 
@@ -68,6 +69,17 @@ def test_llama_template_is_detected_and_renders_the_tools_itself(llama_chat):
     assert "<tool_call>" not in text  # the template's own tool section, not our Hermes fallback
     messages = llama_chat.initial_messages(env.instructions, "What is 2 + 3?", env.tools)
     llama_chat.verify(ids, messages, env.tools)  # the token ids are the template's own tokenisation
+
+
+def test_real_templates_smollm2_and_qwen25_speak_hermes(smol_tokenizer, qwen_tokenizer):  # noqa: F811
+    """SmolLM2's own template (from its GGUF) has no tool support: Hermes in the system text; the Qwen2.5-shaped
+    template renders the tools itself and is detected as Hermes from its <tool_call> instructions."""
+    env = calculator()
+    smol = ChatFormat.from_tokenizer(smol_tokenizer)
+    assert smol.tool_format == "hermes" and not smol.supports_tools
+    assert "<tool_call></tool_call> XML tags" in smol.decode(smol.initial_prompt("Solve.", "2+3?", env.tools))
+    qwen = ChatFormat.from_tokenizer(qwen_tokenizer)
+    assert qwen.tool_format == "hermes" and qwen.supports_tools
 
 
 def test_a_template_without_tools_gets_the_format_s_own_words():

@@ -231,3 +231,20 @@ def test_repeated_openers_stay_fast(piece):
     text = piece * (200_000 // len(piece))
     for fmt in FORMATS.values():
         fmt.parse(text, SCHEMAS)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ADVERSARIAL, st.sampled_from(sorted(FORMATS)))
+def test_a_tool_env_answers_any_string_in_any_format(text, name):
+    """Whatever the model writes, in whichever format the env was told: an observation, never an exception."""
+    from agentgym.registration import make
+
+    env = make("agentgym/Toy-Calculator-v0")
+    try:
+        env.reset(seed=0, options={"tool_format": name})
+        obs, reward, _, _, info = env.step(text)
+        assert isinstance(obs, str) and obs and isinstance(reward, float) and info["tool_format"] == name
+        if "unparsed_tool_call" in info:
+            assert info["unparsed_tool_call"] in FORMATS and not info["valid_action"] and "looks like" in obs
+    finally:
+        env.close()
