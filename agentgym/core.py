@@ -21,7 +21,7 @@ from typing import Any, Hashable, Sequence
 import gymnasium as gym
 
 from agentgym.spaces import Text
-from agentgym.toolcall_formats import get_format, looks_like_call
+from agentgym.toolcall_formats import ToolCall, get_format, looks_like_call
 from agentgym.toolcalls import Tool, ToolResult, extract_tag, parse_tool_calls, run_tool
 
 INFO_KEYS = ("success", "valid_action", "anchor", "reward_components", "admissible_actions", "task_id",
@@ -182,6 +182,10 @@ class ToolEnv(TextEnv):
     def _example_call(self) -> str:
         tools = self.tool_list()
         return tools[0].usage(self.active_tool_formats[0]) if tools else "<answer>...</answer>"
+
+    def render_calls(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> str:
+        """`(name, arguments)` calls written in the format this env reads first (oracles and demos use it)."""
+        return get_format(self.active_tool_formats[0]).render_calls([ToolCall(n, dict(a)) for n, a in calls])
 
     def call_hint(self) -> str:
         """A sentence for instructions: how to call a tool in the format this env reads first."""

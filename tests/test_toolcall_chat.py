@@ -182,3 +182,22 @@ def test_info_prompt_options_need_a_policy(capsys):
     assert main(["info", "agentgym/Toy-Calculator-v0", "--tool-format", "llama3"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("agentgym info: error: --tool-format and --seed choose the prompt") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("fmt", ["mistral_v11", "harmony", "llama3"])
+def test_oracle_calls_are_written_in_the_env_s_format(fmt):
+    from agentgym.toolcall_formats import looks_like_call
+
+    env = make("agentgym/Search-1Hop-v0")
+    try:
+        env.reset(seed=0, options={"tool_format": fmt})
+        for _ in range(4):
+            action = env.unwrapped.oracle_action()
+            assert looks_like_call(action) == fmt, action
+            _, _, terminated, _, info = env.step(action)
+            assert info["valid_action"] and info["tool_results"][0].ok
+            if terminated:
+                break
+        assert info["success"]
+    finally:
+        env.close()

@@ -39,6 +39,13 @@ class ToolCallFormat:
     render_call: Callable[[ToolCall], str]
     tools_prompt: Callable[[Sequence[dict[str, Any]]], str] | None = None
     template_markers: tuple[str, ...] = ()  # all present in a chat template (or its special tokens): this format
+    render_many: Callable[[Sequence[ToolCall]], str] | None = None  # several calls in one turn, where not joined
+
+    def render_calls(self, calls: Sequence[ToolCall]) -> str:
+        """Several calls in one turn as this format writes them (one per line unless it says otherwise)."""
+        if self.render_many is not None and len(calls) > 1:
+            return self.render_many(calls)
+        return "\n".join(self.render_call(c) for c in calls)
 
     def prompt(self, schemas: Sequence[dict[str, Any]]) -> str:
         """The system-prompt text that lists the tools and shows how to call them in this format."""

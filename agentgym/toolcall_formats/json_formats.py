@@ -73,7 +73,8 @@ def parse_openai_json(text: str, schemas: Schemas | None = None) -> list[ToolCal
 OPENAI = ToolCallFormat(
     "openai", 'bare OpenAI JSON as the whole reply: {"tool_calls": [...]} or {"name": ..., "arguments": {...}}',
     parse_openai_json, lambda text: _unfenced(text).startswith(("{", "[")) and '"name"' in text[:2000],
-    lambda c: dumps({"name": c.name, "arguments": c.arguments}))
+    lambda c: dumps({"name": c.name, "arguments": c.arguments}),
+    render_many=lambda calls: dumps([{"name": c.name, "arguments": c.arguments} for c in calls]))
 
 
 # ------------------------------------------------------------------------------------------------ llama 3
@@ -128,7 +129,8 @@ LLAMA3 = ToolCallFormat(
     "llama3", 'Llama 3.x: {"name": ..., "parameters": {...}} as the reply, optional <|python_tag|>, several `;`-joined',
     parse_llama3,
     lambda text: _PYTHON_TAG in text or (_unfenced(text).startswith("{") and '"parameters"' in text[:2000]),
-    lambda c: dumps({"name": c.name, "parameters": c.arguments}), _llama_prompt, ("<|start_header_id|>",))
+    lambda c: dumps({"name": c.name, "parameters": c.arguments}), _llama_prompt, ("<|start_header_id|>",),
+    lambda calls: "; ".join(dumps({"name": c.name, "parameters": c.arguments}) for c in calls))
 
 
 # ------------------------------------------------------------------------------------------------ mistral

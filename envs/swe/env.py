@@ -357,20 +357,16 @@ class SWEEnv(ToolEnv):
     def oracle_action(self) -> str | None:
         if self.sandbox is None or self._failure or self.task is None:
             return None
-        calls = []
+        calls: list[tuple[str, dict[str, Any]]] = []
         for path, text in sorted(self._fix.items()):
             try:
                 current = self.sandbox.read_file(path).decode("utf-8", "surrogateescape")
             except SandboxError:
                 current = None
             if current != text:
-                calls.append({"name": "create_file", "arguments": {"path": path, "content": text}} if text is not None
-                             else {"name": "bash", "arguments": {"command": f"rm -f -- {shlex.quote(path)}"}})
-        if not calls:
-            calls = [{"name": "submit", "arguments": {}}]
-        import json
-
-        return "".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in calls)
+                calls.append(("create_file", {"path": path, "content": text}) if text is not None
+                             else ("bash", {"command": f"rm -f -- {shlex.quote(path)}"}))
+        return self.render_calls(calls or [("submit", {})])
 
     def close(self) -> None:
         self._release()
