@@ -142,7 +142,8 @@ class ToolEnv(TextEnv):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         options = dict(options or {})
-        chosen = options.pop("tool_format", None)
+        chosen = options.pop("tool_format", None)  # each reset sets it afresh: none given, the class's own
+        self._formats = None
         if chosen:
             name = get_format(str(chosen)).name  # an unknown name is a ConfigError naming the known ones
             self._formats = (name, *(f for f in self.tool_formats if f != name))

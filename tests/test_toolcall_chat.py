@@ -107,6 +107,8 @@ def test_the_env_reads_the_format_it_is_told_at_reset():
     assert "2" in obs  # the class's own formats stay as fallbacks
     obs, _, _, _, info = env.step('{"name": "calculate", "parameters": {"expression": 3}}')
     assert 'Call it like: {"name": "calculate", "parameters": {"expression": "<string>"}}' in obs  # its own format
+    env.reset(seed=0)  # a reset without the option: the class's own formats again
+    assert env.active_tool_formats == ("hermes", "openai")
     with pytest.raises(ConfigError, match="did you mean 'harmony'"):
         env.reset(seed=0, options={"tool_format": "harmon"})
 
