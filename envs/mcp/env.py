@@ -195,7 +195,8 @@ class MCPEnv(ToolEnv):
     def oracle_action(self) -> str | None:
         turn = len(self._steps)
         if turn < len(self.task.oracle):
-            return self.task.oracle[turn]
+            step = self.task.oracle[turn]
+            return step if isinstance(step, str) else self.render_calls([step])
         if self.task.answers:
             return f"<answer>{self.task.answers[0]}</answer>"
         return None
