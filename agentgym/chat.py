@@ -6,6 +6,10 @@
     ids = chat.initial_prompt(env.instructions, first_obs, env.tools)
     ids = chat.continue_prompt(ids, generated_ids, next_obs)   # prompt + generated + delimiters/obs
 
+Tools: a template that renders `tools=` itself (most tool-trained models' templates) gets the schemas that
+way; otherwise they are appended to the system text in the chat format's `tool_format` (agentgym.toolcall_formats),
+which is detected from the template and its special tokens unless given (`from_tokenizer(tok, tool_format=...)`).
+
 Delimiters come from rendering the template itself (with sentinel contents), so every template the
 tokenizer ships works without a hand-written table. `verify` proves a token list equals the
 tokenization of the rendered conversation, splicing in the generated ids where they are known.
@@ -18,23 +22,19 @@ end-of-turn token, that token is not repeated.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from agentgym.errors import ConfigError, TokenMismatchError
+from agentgym.toolcall_formats import DEFAULT_FORMAT, detect_from_tokenizer, get_format
+from agentgym.toolcall_formats.json_formats import HERMES_TOOLS_PROMPT
 
 _ASSIST = "\uE000agentgym-assistant-{}\uE001"  # private-use chars: never in real text, survive trim()
 _PROBE_SYSTEM, _PROBE_USER = "S", "U"
 TRUNCATION_MARKER = "…[truncated {} tokens]"
 
-TOOLS_PREAMBLE = (
-    "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{schemas}\n</tools>\n\n"
-    "For each function call, return a json object with function name and arguments within "
-    "<tool_call></tool_call> XML tags:\n<tool_call>\n{{\"name\": <function-name>, \"arguments\": <args-json-object>}}"
-    "\n</tool_call>")
+TOOLS_PREAMBLE = HERMES_TOOLS_PROMPT  # the Hermes tool section, for templates that cannot render `tools=`
 
 
 def tool_schemas(tools: Sequence[Any] | None) -> list[dict[str, Any]]:
@@ -73,17 +73,27 @@ class ChatFormat:
     stop_strings: tuple[str, ...] = ()
     special_ids: frozenset[int] = frozenset()
     supports_tools = False  # the template renders `tools` itself; otherwise we fold them into the system text
+    tool_format = DEFAULT_FORMAT  # how this model writes tool calls (a name in agentgym.toolcall_formats.FORMATS)
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def simple(cls) -> ChatFormat:
+    def simple(cls, tool_format: str | None = None) -> ChatFormat:
         """Byte-level ids with a ChatML template; needs no transformers (scripted/random/oracle policies)."""
-        return SimpleChatFormat()
+        return SimpleChatFormat(tool_format)
 
     @classmethod
-    def from_tokenizer(cls, tokenizer: Any) -> ChatFormat:
-        """The tokenizer's own chat template; delimiters are found by rendering it."""
-        return HFChatFormat(tokenizer)
+    def from_tokenizer(cls, tokenizer: Any, tool_format: str | None = None) -> ChatFormat:
+        """The tokenizer's own chat template; delimiters are found by rendering it. `tool_format` None or
+        "auto": the tool-call format the template speaks (`detect_format`)."""
+        return HFChatFormat(tokenizer, tool_format)
+
+    def with_tool_format(self, tool_format: str) -> ChatFormat:
+        """A copy speaking `tool_format` (a `FORMATS` name; "auto" keeps this one's)."""
+        import copy
+
+        chosen = copy.copy(self)
+        chosen.tool_format = _chosen_format(tool_format, None) or self.tool_format
+        return chosen
 
     # ------------------------------------------------------------------ for subclasses
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
@@ -101,8 +111,7 @@ class ChatFormat:
         """The system message; tool schemas are appended when the template does not render them."""
         schemas = tool_schemas(tools)
         if schemas and not self.supports_tools:
-            listing = "\n".join(json.dumps(s, ensure_ascii=False) for s in schemas)
-            return (system or "") + TOOLS_PREAMBLE.format(schemas=listing)
+            return (system or "") + get_format(self.tool_format).prompt(schemas)
         return system or ""
 
     def initial_messages(self, system: str, first_obs: str, tools: Sequence[Any] | None = None
@@ -212,7 +221,8 @@ class SimpleChatFormat(ChatFormat):
     name = "simple"
     SPECIALS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
 
-    def __init__(self) -> None:
+    def __init__(self, tool_format: str | None = None) -> None:
+        self.tool_format = _chosen_format(tool_format, None) or DEFAULT_FORMAT
         self._special = {s: 256 + i for i, s in enumerate(self.SPECIALS)}
         self._split = re.compile("(" + "|".join(re.escape(s) for s in self.SPECIALS) + ")")
         self.special_ids = frozenset(self._special.values())
@@ -254,12 +264,13 @@ class HFChatFormat(ChatFormat):
 
     name = "hf"
 
-    def __init__(self, tokenizer: Any):
+    def __init__(self, tokenizer: Any, tool_format: str | None = None):
         if not getattr(tokenizer, "chat_template", None):
             raise ConfigError(f"tokenizer {getattr(tokenizer, 'name_or_path', tokenizer)!r} has no chat_template; "
                               "set tokenizer.chat_template to a jinja template or use ChatFormat.simple()")
         self.tokenizer = tokenizer
         self.supports_tools = "tools" in tokenizer.chat_template
+        self.tool_format = _chosen_format(tool_format, None) or detect_from_tokenizer(tokenizer)
         self.special_ids = frozenset(tokenizer.all_special_ids) | frozenset(
             getattr(tokenizer, "added_tokens_decoder", {}) or {})
         try:
@@ -288,3 +299,10 @@ class HFChatFormat(ChatFormat):
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+
+def _chosen_format(name: str | None, auto: str | None) -> str | None:
+    """A configured tool-call format checked against the registry; `auto` for None / "auto"."""
+    if name is None or name == "auto":
+        return auto
+    return get_format(name).name

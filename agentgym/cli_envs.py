@@ -22,8 +22,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--suites", action="store_true", help="list the suites instead of the envs")
     p.set_defaults(func=cmd_list)
 
-    p = subparsers.add_parser("info", help="show an env's spec, instructions and tool schemas")
+    p = subparsers.add_parser("info", help="show an env's spec, instructions and tool schemas; with --policy, the "
+                                           "first prompt that model sees")
     p.add_argument("env", help="env id, e.g. agentgym/Toy-KeyDoor-v0")
+    p.add_argument("--policy", metavar="SPEC", help="also show the first prompt this policy sees, in its own chat "
+                                                    "template and tool-call format (e.g. hf:smollm2-135m-instruct)")
+    p.add_argument("--tool-format", metavar="NAME", help="with --policy: the tool-call format (hermes, llama3, "
+                                                         "mistral, qwen3_coder, harmony, ...; default: from the "
+                                                         "chat template)")
+    p.add_argument("--seed", type=int, default=None, help="with --policy: the task seed of the first observation "
+                                                          "(default 0)")
     p.set_defaults(func=cmd_info)
 
     p = subparsers.add_parser("check", help="check envs against the text-env contract")
@@ -74,6 +82,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     from agentgym.checker import as_missing_dependency
     from agentgym.registration import make, spec
 
+    if not args.policy and (args.tool_format or args.seed is not None):
+        raise ConfigError("--tool-format and --seed choose the prompt shown with --policy SPEC; add --policy "
+                          "(e.g. --policy hf:smollm2-135m-instruct)")
     env_spec = spec(args.env)
     entry = env_spec.entry_point
     print(f"id:           {env_spec.id}")
@@ -97,9 +108,41 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"\ntools ({len(tools)}):" + ("" if tools else " none"))
         for tool_ in tools:
             print(_indent(json.dumps(tool_.schema, indent=2, default=repr)))
+        if args.policy:
+            show_prompt(env, args.policy, args.tool_format, args.seed or 0)
     finally:
         env.close()
     return 0
+
+
+def show_prompt(env: Any, policy_spec: str, tool_format: str | None, seed: int, out: TextIO | None = None) -> None:
+    """The first prompt `policy_spec` sees in `env`: its chat template, with the tools where that template
+    (or, lacking `tools=` support, the tool-call format) puts them, and an example call in that format."""
+    from agentgym.eval.runner import load_eval_policy
+    from agentgym.toolcall_formats import get_format
+
+    out = out or sys.stdout
+    policy, chat = load_eval_policy(policy_spec)
+    try:
+        if tool_format:
+            chat = chat.with_tool_format(tool_format)
+        fmt = get_format(chat.tool_format)
+        obs, _ = env.reset(seed=seed, options={"tool_format": fmt.name})
+        base = env.unwrapped
+        tools = list(getattr(base, "tools", []) or [])
+        ids = chat.initial_prompt(getattr(base, "instructions", ""), obs, tools)
+        where = ("by the chat template's own tools= support" if chat.supports_tools
+                 else f"in the system text, in the {fmt.name} format's words")
+        print(f"\nprompt for {policy_spec} (seed {seed}, {len(ids)} tokens; tool-call format {fmt.name}"
+              f"{'' if tool_format else ', from the chat template'}; tools rendered {where}):", file=out)
+        print(_indent(chat.decode(ids), "  | "), file=out)
+        if tools:
+            print(f"\na tool call in the {fmt.name} format ({fmt.doc.split(':', 1)[0]}):", file=out)
+            print(_indent(tools[0].usage(fmt.name)), file=out)
+    finally:
+        close = getattr(policy, "close", None)
+        if callable(close):
+            close()
 
 
 def _indent(text: str, prefix: str = "  ") -> str:

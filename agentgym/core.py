@@ -21,6 +21,7 @@ from typing import Any, Hashable, Sequence
 import gymnasium as gym
 
 from agentgym.spaces import Text
+from agentgym.toolcall_formats import ToolCall, get_format, looks_like_call
 from agentgym.toolcalls import Tool, ToolResult, extract_tag, parse_tool_calls, run_tool
 
 INFO_KEYS = ("success", "valid_action", "anchor", "reward_components", "admissible_actions", "task_id",
@@ -119,7 +120,11 @@ class ToolEnv(TextEnv):
 
     `step` parses calls from the action (Hermes `<tool_call>` blocks by default, OpenAI JSON too),
     runs each with a time limit and returns their outputs as the observation. An `<answer>` tag or a
-    call to a tool named in `final_tools` ends the episode. Subclasses implement:
+    call to a tool named in `final_tools` ends the episode. `reset(options={"tool_format": NAME})` makes
+    NAME (a format of `agentgym.toolcall_formats`: the policy's own, the rollout passes it) the first
+    format tried, before the class's `tool_formats`. A turn that attempts a call in some format but
+    parses to none says so in its observation and in `info["unparsed_tool_call"]` (the format it
+    looks like); `info["tool_format"]` is the format the env reads first. Subclasses implement:
 
         reset_task(seed, options) -> (obs, info)
         tool_list() -> list[Tool]
@@ -133,6 +138,12 @@ class ToolEnv(TextEnv):
 
     def __init__(self) -> None:
         self._tools_by_name: dict[str, Tool] | None = None
+        self._formats: tuple[str, ...] | None = None
+
+    @property
+    def active_tool_formats(self) -> tuple[str, ...]:
+        """The formats `step` tries, in order: the one set at reset (if any), then the class's own."""
+        return getattr(self, "_formats", None) or tuple(self.tool_formats)
 
     # ------------------------------------------------------------------ for subclasses
     def tool_list(self) -> list[Tool]:
@@ -157,16 +168,22 @@ class ToolEnv(TextEnv):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        obs, info = self.reset_task(seed, dict(options or {}))
+        options = dict(options or {})
+        chosen = options.pop("tool_format", None)  # each reset sets it afresh: none given, the class's own
+        self._formats = None
+        if chosen:
+            name = get_format(str(chosen)).name  # an unknown name is a ConfigError naming the known ones
+            self._formats = (name, *(f for f in self.tool_formats if f != name))
+        obs, info = self.reset_task(seed, options)
         self._last_obs = obs
         return obs, self.finish_info(obs, info)
 
     def step(self, action: str):
         action = action if isinstance(action, str) else str(action)
         answer = extract_tag(action, "answer")
-        calls = parse_tool_calls(action, self.tool_formats)
-        tools = self._tool_map()
-        results = [run_tool(tools, c, self.tool_timeout_s) for c in calls[: self.max_calls_per_turn]]
+        tools, formats = self._tool_map(), self.active_tool_formats
+        calls = parse_tool_calls(action, formats, {n: t.parameters for n, t in tools.items()})
+        results = [run_tool(tools, c, self.tool_timeout_s, formats[0]) for c in calls[: self.max_calls_per_turn]]
         if len(calls) > self.max_calls_per_turn:
             results.append(ToolResult("?", f"Error: at most {self.max_calls_per_turn} tool calls per turn; "
                                       f"{len(calls) - self.max_calls_per_turn} were ignored.", False))
@@ -175,20 +192,43 @@ class ToolEnv(TextEnv):
                 answer = str(result.arguments.get(next(iter(result.arguments), ""), result.output))
         valid = (bool(results) and all(r.ok for r in results)) or (answer is not None and not results)
         components, terminated, success = self.score(action, results, answer)
+        unparsed = looks_like_call(action) if not calls else None
         if not results and answer is None:
-            obs = self.no_call_message()
+            obs = self.no_call_message() if unparsed is None else self.unparsed_message(unparsed)
         else:
             obs = "\n".join(self.format_result(r) for r in results) or "Answer received."
         self._last_obs = obs
+        extra = {"unparsed_tool_call": unparsed} if unparsed else {}
         info = make_info(success=success, valid_action=valid, reward_components=components,
-                         tool_results=results)
+                         tool_results=results, tool_format=formats[0], **extra)
         reward = float(sum(components.values()))
         return obs, reward, terminated, False, self.finish_info(obs, info)
 
     def format_result(self, result: ToolResult) -> str:
         return f"<tool_response>\n{result.output}\n</tool_response>"
 
+    def _example_call(self) -> str:
+        tools = self.tool_list()
+        return tools[0].usage(self.active_tool_formats[0]) if tools else "<answer>...</answer>"
+
+    def render_calls(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> str:
+        """`(name, arguments)` calls written in the format this env reads first (oracles and demos use it)."""
+        return get_format(self.active_tool_formats[0]).render_calls([ToolCall(n, dict(a)) for n, a in calls])
+
+    def call_hint(self) -> str:
+        """A sentence for instructions: how to call a tool in the format this env reads first."""
+        return f"Call a tool like this (several calls per turn are allowed): {self._example_call()}"
+
     def no_call_message(self) -> str:
-        example = self.tool_list()[0].usage() if self.tool_list() else "<answer>...</answer>"
-        return ("No tool call found. Call a tool with a JSON object inside <tool_call></tool_call> tags, "
-                f"e.g. {example}, or give your final answer as <answer>...</answer>.")
+        fmt = self.active_tool_formats[0]
+        if fmt == "hermes":
+            return ("No tool call found. Call a tool with a JSON object inside <tool_call></tool_call> tags, "
+                    f"e.g. {self._example_call()}, or give your final answer as <answer>...</answer>.")
+        return (f"No tool call found. Call a tool in the {fmt} format, e.g. {self._example_call()}, or give your "
+                "final answer as <answer>...</answer>.")
+
+    def unparsed_message(self, looks_like: str) -> str:
+        """The observation for a turn that attempts a call (in the `looks_like` format) that parses to none."""
+        return (f"Your reply looks like a tool call in the {looks_like} format, but no call could be read from it "
+                f"(this env reads {', '.join(self.active_tool_formats)}). Write the call exactly like: "
+                f"{self._example_call()}")

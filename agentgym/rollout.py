@@ -274,6 +274,9 @@ def _turn_extras(info: dict[str, Any]) -> dict[str, Any]:
     extras: dict[str, Any] = {"success": bool(info.get("success", False))}
     if "admissible_actions" in info:
         extras["num_admissible_actions"] = len(info["admissible_actions"] or ())
+    for key in ("tool_format", "unparsed_tool_call"):  # what the tool-call guard counts (ToolEnv sets them)
+        if isinstance(info.get(key), str):
+            extras[key] = info[key]
     results = info.get("tool_results") or ()
     if results:  # JSON-safe, for reports; outputs capped so a chatty tool cannot bloat result files
         extras["tool_results"] = [{"name": str(getattr(r, "name", "?")), "ok": bool(getattr(r, "ok", True)),
@@ -336,7 +339,9 @@ def rollout(env: str | Callable[[], Any] | EnvPool, policy: Policy, chat: ChatFo
 
     `env` is a registered id, a zero-argument factory, or an `EnvPool` to reuse across calls (its own
     executor and turn limit then apply, and it is left open); `chat` defaults to the policy's own chat format
-    (or `ChatFormat.simple()`); `on_trajectory` is called with each trajectory as soon as it ends.
+    (or `ChatFormat.simple()`); `on_trajectory` is called with each trajectory as soon as it ends. Envs are
+    reset with `tool_format` = the chat format's (the policy's own tool-call format) unless `reset_options`
+    names one, so a `ToolEnv` parses the calls the way the model writes them.
     """
     config = config or RolloutConfig()
     if group_size < 1:
@@ -344,6 +349,7 @@ def rollout(env: str | Callable[[], Any] | EnvPool, policy: Policy, chat: ChatFo
     if not seeds:
         return []
     chat = _resolve_chat(policy, chat)
+    reset_options = {"tool_format": getattr(chat, "tool_format", "hermes"), **(reset_options or {})}
     episodes = [_Episode(g * group_size + s, int(seed), start_group_id + g, s)
                 for g, seed in enumerate(seeds) for s in range(group_size)]
     own_pool = not isinstance(env, EnvPool)

@@ -9,10 +9,10 @@
             k: How many passages to return.
         '''
 
-A model calls a tool in one of three formats, all parsed here:
-- Hermes: `<tool_call>{"name": "search", "arguments": {"query": "x"}}</tool_call>` (several per turn)
-- OpenAI JSON: `{"tool_calls": [{"function": {"name": ..., "arguments": "{...}"}}]}` or one `{"name":..., "arguments":...}`
-- Tags: `<action>go to desk 1</action>`, `<answer>Paris</answer>`
+A model calls a tool in its family's own format: Hermes `<tool_call>{"name": "search", "arguments": {...}}
+</tool_call>` by default, bare OpenAI JSON, Llama 3, Mistral, Qwen3-Coder XML, DeepSeek, gpt-oss harmony and more
+(the registry is `agentgym.toolcall_formats`); `parse_tool_calls(text, formats)` tries the named ones in turn.
+Tags: `<action>go to desk 1</action>`, `<answer>Paris</answer>` (`extract_tag`).
 """
 from __future__ import annotations
 
@@ -23,21 +23,14 @@ import threading
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Union, get_args, get_origin
+from typing import Any, Callable, Literal, Sequence, Union, get_args, get_origin
 
 from agentgym.errors import ToolError
+from agentgym.toolcall_formats import FORMATS, MAX_PARSE_CHARS, Schemas, ToolCall, parse_calls
+from agentgym.toolcall_formats.json_formats import HERMES, OPENAI
 
 _JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
                                list: "array", dict: "object"}
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One call the model asked for. `error` is set when the call could not be parsed."""
-
-    name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -133,11 +126,10 @@ class Tool:
         return {"type": "function", "function": {"name": self.name, "description": self.description,
                                                  "parameters": self.parameters}}
 
-    def usage(self) -> str:
-        """A one-line example of a correct call, used in error observations."""
-        example = {p: f"<{s.get('type', 'value')}>" for p, s in self.parameters["properties"].items()
-                   if p in self.parameters["required"]}
-        return f'<tool_call>{{"name": "{self.name}", "arguments": {json.dumps(example)}}}</tool_call>'
+    def usage(self, call_format: str = "hermes") -> str:
+        """An example of a correct call in `call_format` (a `FORMATS` name), used in error observations."""
+        fmt = FORMATS.get(call_format, HERMES)
+        return fmt.example(self.name, self.parameters)
 
     def validate(self, arguments: Any) -> str | None:
         """Why these arguments cannot be passed, or None if they can."""
@@ -194,79 +186,9 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None, descr
 
 
 # ----------------------------------------------------------------------------------------------- parsers
-
-_HERMES = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
-MAX_PARSE_CHARS = 200_000  # longer actions are parsed on their head only: no regex over megabytes
-
-
-class _BadJSON(ValueError):
-    """Text that is not JSON we can use; the message says why, for the model's observation."""
-
-
-def _loads(text: str) -> Any:
-    """`json.loads` whose every failure is a `_BadJSON`: deep nesting raises RecursionError and a
-    5,000-digit number ValueError in plain `json.loads`, and model garbage must never crash a step."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _BadJSON(f"{exc.msg} at char {exc.pos}") from None
-    except (ValueError, RecursionError) as exc:
-        raise _BadJSON(str(exc).split("\n")[0] or type(exc).__name__) from None
-
-
-def _call_from_obj(obj: Any) -> ToolCall:
-    if not isinstance(obj, dict):
-        return ToolCall("", {}, f"a tool call must be a JSON object, got {type(obj).__name__}")
-    if "function" in obj and isinstance(obj["function"], dict):  # OpenAI {"type": "function", "function": {...}}
-        obj = obj["function"]
-    name = obj.get("name")
-    if not isinstance(name, str) or not name:
-        return ToolCall("", {}, 'the tool call has no "name" string')
-    args = obj.get("arguments", obj.get("parameters", {}))
-    if isinstance(args, str):  # OpenAI sends arguments as a JSON string
-        try:
-            args = _loads(args) if args.strip() else {}
-        except _BadJSON as exc:
-            return ToolCall(name, {}, f"the arguments of {name!r} are not valid JSON ({exc})")
-    if args is None:
-        args = {}
-    if not isinstance(args, dict):
-        return ToolCall(name, {}, f'"arguments" must be a JSON object, got {type(args).__name__}')
-    return ToolCall(name, args)
-
-
-def parse_hermes(text: str) -> list[ToolCall]:
-    """Every `<tool_call>{json}</tool_call>` block; an unterminated last block is still tried."""
-    calls = []
-    for body in _HERMES.findall(text[:MAX_PARSE_CHARS]):
-        body = body.strip()
-        try:
-            obj = _loads(body)
-        except _BadJSON as exc:
-            calls.append(ToolCall("", {}, f"malformed JSON inside <tool_call> ({exc})"))
-            continue
-        calls.append(_call_from_obj(obj))
-    return calls
-
-
-def parse_openai_json(text: str) -> list[ToolCall]:
-    """An OpenAI-style message or call as the whole action: `{"tool_calls": [...]}` or `{"name":..}`."""
-    stripped = text[:MAX_PARSE_CHARS].strip()
-    if stripped.startswith("```"):
-        stripped = stripped.strip("`").removeprefix("json").strip()
-    if not stripped.startswith(("{", "[")):
-        return []
-    try:
-        obj = _loads(stripped)
-    except _BadJSON:
-        return []
-    if isinstance(obj, dict) and isinstance(obj.get("tool_calls"), list):
-        return [_call_from_obj(c) for c in obj["tool_calls"]]
-    if isinstance(obj, list):
-        return [_call_from_obj(c) for c in obj]
-    if isinstance(obj, dict) and "name" in obj:
-        return [_call_from_obj(obj)]
-    return []
+# The formats themselves live in agentgym/toolcall_formats (one registry); these names are kept for callers.
+parse_hermes = HERMES.parse
+parse_openai_json = OPENAI.parse
 
 
 def extract_tag(text: str, tag: str) -> str | None:
@@ -285,26 +207,27 @@ def extract_tag(text: str, tag: str) -> str | None:
     return found.strip() if found is not None else None
 
 
-def parse_tool_calls(text: str, formats: tuple[str, ...] = ("hermes", "openai")) -> list[ToolCall]:
-    """Tool calls in the action, trying each format in turn; [] when the action has none."""
-    for fmt in formats:
-        calls = PARSERS[fmt](text)
-        if calls:
-            return calls
-    return []
+def parse_tool_calls(text: str, formats: Sequence[str] = ("hermes", "openai"), schemas: Schemas | None = None
+                     ) -> list[ToolCall]:
+    """Tool calls in the action, trying each format (a name in `FORMATS`) in turn; [] when it has none.
+    `schemas` (tool name -> JSON-schema parameters) types the values of the XML formats."""
+    return parse_calls(text, formats, schemas)
 
 
-PARSERS: dict[str, Callable[[str], list[ToolCall]]] = {"hermes": parse_hermes, "openai": parse_openai_json}
+#: name -> `parse(text)` of the built-in formats (the registry itself is `agentgym.toolcall_formats.FORMATS`)
+PARSERS: dict[str, Callable[..., list[ToolCall]]] = {name: fmt.parse for name, fmt in FORMATS.items()}
 
 
-def run_tool(tools: dict[str, Tool], call: ToolCall, timeout_s: float = 10.0) -> ToolResult:
-    """Run one call; every way it can go wrong becomes a result with ok=False and a helpful message."""
+def run_tool(tools: dict[str, Tool], call: ToolCall, timeout_s: float = 10.0, call_format: str = "hermes"
+             ) -> ToolResult:
+    """Run one call; every way it can go wrong becomes a result with ok=False and a helpful message whose
+    example call is written in `call_format`."""
     import time
 
     if call.error:
-        return ToolResult(call.name or "?", f"Error: {call.error}. Call a tool like: "
-                          f"{next(iter(tools.values())).usage() if tools else '<tool_call>{...}</tool_call>'}",
-                          False, call.arguments)
+        example = next(iter(tools.values())).usage(call_format) if tools else FORMATS.get(
+            call_format, HERMES).example("tool_name")
+        return ToolResult(call.name or "?", f"Error: {call.error}. Call a tool like: {example}", False, call.arguments)
     tool_ = tools.get(call.name)
     if tool_ is None:
         import difflib
@@ -315,7 +238,8 @@ def run_tool(tools: dict[str, Tool], call: ToolCall, timeout_s: float = 10.0) ->
                           f"{', '.join(tools) or 'none'}.", False, call.arguments)
     problem = tool_.validate(call.arguments)
     if problem:
-        return ToolResult(call.name, f"Error: {problem}. Call it like: {tool_.usage()}", False, call.arguments)
+        return ToolResult(call.name, f"Error: {problem}. Call it like: {tool_.usage(call_format)}", False,
+                          call.arguments)
     limit = tool_.timeout_s or timeout_s
     box: dict[str, Any] = {}
 

@@ -1,4 +1,4 @@
-"""Core overheads: tool-call parsing per turn, the tag scan vs. the old lazy regex, and check_env per env.
+"""Core overheads: tool-call parsing per turn (and per registered format), the tag scan vs. the old lazy regex, and check_env per env.
 
 Parsing runs every env step, so it must cost microseconds on ordinary actions and stay linear on
 garbage (a model can emit 100 kB of unclosed tags). The old `extract_tag` (a lazy regex) and the
@@ -57,6 +57,25 @@ def typical_table() -> None:
         print(f"  {name:<18} {len(text):>6} chars  {per_call_us(parse_turn, text):8.1f} us")
 
 
+def formats_table() -> None:
+    """Every registered tool-call format on two calls it rendered itself, and on 200 kB of its own opener
+    repeated (the worst case a model can emit): microseconds / milliseconds per parse."""
+    from agentgym.toolcall_formats import FORMATS, ToolCall
+
+    calls = [ToolCall("search", {"query": "eiffel tower height", "k": 3}), ToolCall("calculate", {"expression": "3*4"})]
+    print("\n== each tool-call format: two calls it rendered (us per parse), 200 kB of its opener repeated (ms)")
+    for name, fmt in FORMATS.items():
+        text = "Let me check.\n" + "\n".join(fmt.render_call(c) for c in calls)
+        opener = fmt.render_call(calls[0])[:12] or "{"
+        garbage = opener * (200_000 // len(opener))
+        start = time.perf_counter()
+        fmt.parse(garbage, None)
+        fmt.looks_like(garbage)
+        garbage_ms = 1e3 * (time.perf_counter() - start)
+        print(f"  {name:<13} {per_call_us(lambda t: fmt.parse(t, None), text, 0.1):8.1f} us   "
+              f"{opener!r:<18} x{200_000 // len(opener):<6} {garbage_ms:8.2f} ms")
+
+
 def unclosed_tags_table() -> None:
     print("\n== extract_tag on '<answer>' repeated, no closing tag: old lazy regex vs linear scan")
     print(f"  {'chars':>8}  {'regex ms':>10}  {'scan ms':>9}  {'ratio':>7}")
@@ -100,6 +119,7 @@ def main() -> None:
     parser.add_argument("--check-envs", action="store_true", help="also time check_env on every registered env")
     args = parser.parse_args()
     typical_table()
+    formats_table()
     unclosed_tags_table()
     if args.check_envs:
         check_envs_table()

@@ -123,6 +123,9 @@ class RolloutSection(RolloutConfig):
     sleep_level: int = 1
     """A rollout engine with sleep mode (vLLM) frees its KV cache (1) or also its weights (2) while the
     trainer updates; 0 keeps it resident."""
+    tool_format: str = "auto"
+    """How the policy writes tool calls and the env parses them: auto (the tokenizer's chat template decides),
+    or a format of agentgym.toolcall_formats (hermes, llama3, mistral, qwen3_coder, deepseek_v3, harmony, ...)."""
     group_rewards: tuple[dict[str, Any], ...] = ()
     """Scorers of each task's G rollouts together, added to the last turn as their own components (RULER-style
     judging), e.g. [{name: ruler, fn: group_judge, weight: 1.0, kwargs: {model: "openai:http://HOST:PORT"}}]."""
@@ -138,6 +141,10 @@ class RolloutSection(RolloutConfig):
         _check(0 < self.top_p <= 1, f"rollout.top_p must be in (0, 1], got {self.top_p}")
         _check(self.sleep_level in (0, 1, 2), f"rollout.sleep_level must be 0, 1 or 2, got {self.sleep_level}")
         object.__setattr__(self, "sampling", SamplingParams(self.temperature, self.top_p, self.max_new_tokens))
+        from agentgym.toolcall_formats import FORMATS
+
+        _check(self.tool_format == "auto" or self.tool_format in FORMATS,
+               f"rollout.tool_format must be auto or one of {', '.join(FORMATS)}, got {self.tool_format!r}")
         super().__post_init__()
 
     def engine_config(self, *, temperature: float | None = None, stop: Sequence[str] = (), seed: int | None = None,
@@ -211,6 +218,10 @@ class GuardrailsSection:
     """collapse fires when at least this share of groups played the same action texts in every member."""
     collapse_success_ceiling: float = 0.9
     """No collapse alarm once the recent iterations' success reaches this (a solved task may be played surely)."""
+    unparsed_tool_calls: Literal["stop", "warn", "off"] = "stop"
+    """Turns that attempt a tool call the env never parses: the model's format and the env's differ."""
+    max_unparsed_tool_call_share: float = 0.5
+    """unparsed_tool_calls fires above this share of tool-env turns."""
     tool_errors: Literal["stop", "warn", "off"] = "warn"
     """The share of tool calls that returned an error."""
     max_tool_error_share: float = 0.8
@@ -226,6 +237,8 @@ class GuardrailsSection:
         _check(self.collapse_window >= 1, f"train.guardrails.collapse_window must be >= 1, got {self.collapse_window}")
         _check(self.reward_range is None or self.reward_range[0] <= self.reward_range[1],
                f"train.guardrails.reward_range must be [lo, hi] with lo <= hi, got {self.reward_range}")
+        _check(0 <= self.max_unparsed_tool_call_share < 1,
+               "train.guardrails.max_unparsed_tool_call_share must be in [0, 1)")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,10 @@ None; the trainer logs every guard's figure as `guard/<name>` and, per `train.gu
   no_signal      the share of action tokens with a zero advantage: 1.0 means every group's rewards were
                  equal and the update changes nothing (logged beside it: the share of groups with equal
                  returns, of turns with zero advantage, and the effective batch).
+  unparsed_tool_calls  the share of tool-env turns whose text attempts a tool call (in some registered format,
+                 `agentgym.toolcall_formats.looks_like_call`) that the env parsed to none; logged per format
+                 as tool_calls_unparsed/<format>. High means the model writes one family's format and the env
+                 reads another (e.g. Llama 3 JSON against Hermes tags): no call ever runs.
   not_one_task   GRPO and GiGPO compare a group's G rollouts as plays of one task, so their first prompts
                  must be identical; `drop_mixed_groups` drops a group whose members start differently (an env
                  whose reset ignores the seed) before any estimator sees it, and the guard reports how many.
@@ -135,6 +139,26 @@ def tool_errors(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
         "rollouts.jsonl; check that the prompt shows the tools' schemas (agentgym info ENV --policy SPEC)"))
 
 
+def _largest(metrics: dict[str, Any], prefix: str) -> str | None:
+    """The `<name>` of the largest `prefix<name>` figure, None when there is none."""
+    named = {k[len(prefix):]: float(v) for k, v in metrics.items() if k.startswith(prefix) and v}
+    return max(named, key=lambda k: named[k]) if named else None
+
+
+def unparsed_tool_calls(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
+    share = metrics.get("tool_calls_unparsed")
+    if share is None or share <= section.max_unparsed_tool_call_share:
+        return None
+    written = _largest(metrics, "tool_calls_unparsed/") or "an unknown"
+    read = _largest(metrics, "tool_format/") or "another"
+    return Alarm("unparsed_tool_calls", float(share), (
+        f"{100 * share:.0f}% of turns attempt a tool call that never parses (limit "
+        f"{100 * section.max_unparsed_tool_call_share:.0f}%): the policy's tool-call format is {written} but the env "
+        f"parses {read}, so no tool ever runs. Set rollout.tool_format={written} (or auto, to take it from the "
+        "tokenizer's chat template)"))
+
+
+
 def drop_mixed_groups(trajectories: Sequence[Any]) -> tuple[list[Any], int]:
     """The trajectories of groups whose members all start from the same first prompt (token ids) and the
     same first anchor (GiGPO's first state), and how many groups were dropped. A group of one is kept."""
@@ -153,6 +177,7 @@ GUARDS: dict[str, Callable[[dict[str, Any], Any], Optional[Alarm]]] = {
     "token_drift": token_drift,
     "reward_sanity": reward_sanity,
     "collapse": collapse,
+    "unparsed_tool_calls": unparsed_tool_calls,
     "tool_errors": tool_errors,
 }
 
@@ -168,7 +193,7 @@ def check(metrics: dict[str, Any], section: Any, names: Sequence[str] | None = N
     for name, guard in GUARDS.items():
         if names is not None and name not in names:
             continue
-        action = getattr(section, name, "off")
+        action = getattr(section, name, "off")  # a hand-built section without this guard's field leaves it off
         if action == "off":
             continue
         alarm = guard(metrics, section)

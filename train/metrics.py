@@ -31,8 +31,26 @@ def rollout_metrics(trajectories: Sequence[Trajectory], prefix: str = "") -> dic
         "response_tokens": float(sum(len(t.response_ids) for t in turns)),
         "failed_episodes": float(sum(tr.outcome == "error" for tr in trajectories)),
         "overlong_rate": sum(t.finish_reason == "length" for t in turns) / n_turns,
+        **tool_call_stats(turns),
     }
     return {prefix + k: v for k, v in out.items()}
+
+
+def tool_call_stats(turns: Sequence[Any]) -> dict[str, float]:
+    """For turns in tool envs (ToolEnv records `tool_format` in each turn's info): the share of turns that
+    attempt a call but parse to none, overall and per format the text looks like (`tool_calls_unparsed/X`),
+    the share per format the env read with (`tool_format/Y`)."""
+    tool_turns = [t for t in turns if "tool_format" in t.info]
+    if not tool_turns:
+        return {}
+    n = len(tool_turns)
+    out: dict[str, float] = {"tool_calls_unparsed": sum("unparsed_tool_call" in t.info for t in tool_turns) / n}
+    for key, name in ((t.info.get("unparsed_tool_call"), "tool_calls_unparsed") for t in tool_turns):
+        if key:
+            out[f"{name}/{key}"] = out.get(f"{name}/{key}", 0.0) + 1 / n
+    for t in tool_turns:
+        out[f"tool_format/{t.info['tool_format']}"] = out.get(f"tool_format/{t.info['tool_format']}", 0.0) + 1 / n
+    return out  # the share of failed calls is health.rollout_health's tool_error_share
 
 
 def write_rollouts(run_dir: Path, iteration: int, trajectories: Sequence[Trajectory], limit: int = 4) -> None:

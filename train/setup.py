@@ -173,7 +173,7 @@ def build_components(config: TrainConfig, run_dir: Path) -> Components:
     model, tokenizer = load_model(config, run_dir)
     from agentgym.train.critic import build_critic
 
-    chat = ChatFormat.from_tokenizer(tokenizer)
+    chat = ChatFormat.from_tokenizer(tokenizer, config.rollout.tool_format)
     critic = None
     if config.model.critic != "none":
         base = model.get_base_model() if hasattr(model, "get_base_model") else model

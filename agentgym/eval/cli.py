@@ -61,6 +61,9 @@ def _add_eval(subparsers: argparse._SubParsersAction) -> None:
                    help="store every turn's prompt token ids too (large: they repeat the conversation)")
     p.add_argument("--retry-failed", action=argparse.BooleanOptionalAction, default=True,
                    help="on resume, re-run episodes that ended in a policy or env error (default on)")
+    p.add_argument("--tool-format", default="auto", metavar="NAME",
+                   help="how the model writes tool calls (hermes, llama3, mistral, qwen3_coder, harmony, ...; "
+                        "default auto: from its chat template)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_eval_command)
 
@@ -78,7 +81,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
                         max_context_tokens=args.max_context_tokens,
                         max_observation_tokens=args.max_observation_tokens, resume=args.resume,
                         keep_prompt_ids=args.keep_prompt_ids, async_mode=args.async_mode,
-                        retry_failed=args.retry_failed)
+                        retry_failed=args.retry_failed, tool_format=args.tool_format)
     run = run_eval(config, progress=not args.no_progress and sys.stderr.isatty())
     resumed = len(run.records) - run.ran_now
     if resumed:

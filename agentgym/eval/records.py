@@ -10,6 +10,7 @@ from typing import Any
 from agentgym.errors import ConfigError
 from agentgym.registration import SuiteEntry
 from agentgym.rollout import RolloutConfig
+from agentgym.toolcall_formats import FORMATS
 from agentgym.trajectory import Trajectory
 
 ROLLOUT = RolloutConfig()  # eval's rollout defaults are the engine's, which training embeds: one set
@@ -44,6 +45,7 @@ class EvalConfig:
     keep_prompt_ids: bool = False            # store every turn's prompt token ids (large; for debugging)
     async_mode: bool = False                 # send each env's next request as soon as it is ready (servers)
     retry_failed: bool = True                # on resume, re-run episodes that ended in a policy/env error
+    tool_format: str = "auto"                # how the model writes tool calls; auto: its chat template decides
 
     def __post_init__(self) -> None:
         checks = [(self.episodes >= 1, f"--episodes must be >= 1, got {self.episodes}"),
@@ -57,7 +59,9 @@ class EvalConfig:
                   (self.max_context_tokens is None or self.max_context_tokens >= 1, "--max-context-tokens must be >= 1"),
                   (self.max_observation_tokens is None or self.max_observation_tokens >= 1,
                    "--max-observation-tokens must be >= 1"),
-                  (bool(self.entries), "nothing to evaluate: the suite has no envs")]
+                  (bool(self.entries), "nothing to evaluate: the suite has no envs"),
+                  (self.tool_format == "auto" or self.tool_format in FORMATS,
+                   f"--tool-format must be auto or one of {', '.join(FORMATS)}, got {self.tool_format!r}")]
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)

@@ -197,6 +197,8 @@ def run_eval(config: EvalConfig, policy: Policy | None = None, chat: ChatFormat 
         write_eval_config(config, splits)
         if policy is None:
             policy, chat = load_eval_policy(config.policy)
+        if chat is not None and config.tool_format != "auto":
+            chat = chat.with_tool_format(config.tool_format)
         sink = _Sink(RecordLog(Path(config.out_dir) / TRAJECTORIES_FILE), _progress(total, len(records), progress))
         try:
             for entry, seeds, samples in work:

@@ -25,9 +25,8 @@ from agentgym.tools.mcp import MCPServerSpec, MCPToolset, mcp_tools
 from agentgym.envs.mcp.tasks import MCPTask, grade, load_tasks
 
 DEFAULT_INSTRUCTIONS = (
-    "Solve the task using the tools of the connected server. Call a tool with a JSON object inside "
-    "<tool_call></tool_call> tags, e.g. <tool_call>{\"name\": \"TOOL\", \"arguments\": {...}}</tool_call>. "
-    "When you know the answer, give it with the answer tool or as <answer>...</answer>; that ends the task.")
+    "Solve the task using the tools of the connected server. When you know the answer, give it with the answer "
+    "tool or as <answer>...</answer>; that ends the task.")
 _CONFIG_KEYS = {"server", "tasks", "checker", "correct_reward", "wrong_reward", "call_timeout_s",
                 "startup_timeout_s", "include_tools", "exclude_tools", "instructions", "rubric",
                 "max_calls_per_turn"}
@@ -92,7 +91,7 @@ class MCPEnv(ToolEnv):
         self.correct_reward, self.wrong_reward = correct_reward, wrong_reward
         self.include_tools = None if include_tools is None else tuple(include_tools)
         self.exclude_tools = tuple(exclude_tools)
-        self._instructions = instructions or DEFAULT_INSTRUCTIONS
+        self._instructions = instructions or ""
         self.rubric = None if rubric is None else Rubric.from_config(rubric)
         self.max_calls_per_turn = max_calls_per_turn
         self.task: MCPTask = self.tasks[0]
@@ -123,8 +122,8 @@ class MCPEnv(ToolEnv):
         return [*served, self._answer_tool]
 
     @property
-    def instructions(self) -> str:
-        return self._instructions
+    def instructions(self) -> str:  # the default says how to call a tool in the model's own format
+        return self._instructions or f"{DEFAULT_INSTRUCTIONS} {self.call_hint()}"
 
     def close(self) -> None:
         if self._toolset is not None:
@@ -196,7 +195,8 @@ class MCPEnv(ToolEnv):
     def oracle_action(self) -> str | None:
         turn = len(self._steps)
         if turn < len(self.task.oracle):
-            return self.task.oracle[turn]
+            step = self.task.oracle[turn]
+            return step if isinstance(step, str) else self.render_calls([step])
         if self.task.answers:
             return f"<answer>{self.task.answers[0]}</answer>"
         return None

@@ -39,16 +39,16 @@ class MCPTask:
     answers: tuple[str, ...] = ()          # accepted reference answers (may be empty with a custom checker)
     checker: str = "normalized"
     split: str | None = None
-    oracle: tuple[str, ...] = ()           # actions, as the model would write them
+    oracle: tuple[str | tuple[str, dict[str, Any]], ...] = ()  # actions as written, or (tool, arguments) calls
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-def _oracle_action(step: Any, where: str) -> str:
+def _oracle_action(step: Any, where: str) -> str | tuple[str, dict[str, Any]]:
+    """A step as written, or a `(tool, arguments)` call the env writes in the model's format when it plays it."""
     if isinstance(step, str):
         return step
-    if isinstance(step, dict) and isinstance(step.get("tool"), str):
-        call = {"name": step["tool"], "arguments": step.get("arguments") or {}}
-        return f"<tool_call>{json.dumps(call)}</tool_call>"
+    if isinstance(step, dict) and isinstance(step.get("tool"), str) and isinstance(step.get("arguments") or {}, dict):
+        return step["tool"], dict(step.get("arguments") or {})
     raise ConfigError(f"{where}: each oracle step is an action string or {{tool: NAME, arguments: {{...}}}}")
 
 

@@ -15,7 +15,6 @@ cached on disk with `cache_dir`), a server at `retriever_url`, or `retriever_url
 """
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from typing import Any
 
@@ -208,14 +207,11 @@ class SearchEnv(ToolEnv):
             from agentgym.envs.search.world import generate_world
 
             query = generate_world(self.world_seed, self.world_size).entities[missing[0]].name
-            return _call("search", {"query": query, "k": self.top_k})
+            return self.render_calls([("search", {"query": query, "k": self.top_k})])
         if not self.seen and self.qa_path is not None:
-            return _call("search", {"query": q.question, "k": self.top_k})
-        return _call("answer", {"text": q.answers[0]})
+            return self.render_calls([("search", {"query": q.question, "k": self.top_k})])
+        return self.render_calls([("answer", {"text": q.answers[0]})])
 
     def render(self) -> str | None:
         return getattr(self, "_last_obs", None)
 
-
-def _call(name: str, arguments: dict[str, Any]) -> str:
-    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"

@@ -16,7 +16,7 @@ from typing import Any
 
 from agentgym.core import ToolEnv, make_info
 from agentgym.envs.swe.deps import load_deps_folder
-from agentgym.envs.swe.oracle import apply_call, call_text, next_edit
+from agentgym.envs.swe.oracle import apply_call, next_edit
 from agentgym.envs.swe.sources import resolve_tasks
 from agentgym.envs.swe.summary import summarize_files
 from agentgym.envs.swe.tasks import SWETask, apply_diff, diff_paths, read_tree
@@ -50,7 +50,7 @@ Work with the tools: `bash` runs a shell command in /workspace (no network), `vi
 numbers, `str_replace` replaces one exact occurrence of a text in a file, `create_file` writes a whole file,
 `run_tests` runs pytest (the failing tests by default), and `submit` ends the episode for grading.
 Fix the library code, not the tests: test files are restored to their original versions when grading.
-Call tools with <tool_call>{"name": ..., "arguments": {...}}</tool_call>; several calls per turn are allowed."""
+"""  # + ToolEnv.call_hint(): how to call a tool in the model's own format
 
 
 # The first observation's budget in characters: the byte-level chat of scripted policies counts one token per
@@ -118,7 +118,7 @@ class SWEEnv(ToolEnv):
     # ------------------------------------------------------------------ tasks and sandboxes
     @property
     def instructions(self) -> str:
-        return INSTRUCTIONS
+        return INSTRUCTIONS + self.call_hint()
 
     def tool_list(self) -> list[Tool]:
         return [self.bash, self.view_file, self.str_replace, self.create_file, self.run_tests, self.submit]
@@ -406,8 +406,8 @@ class SWEEnv(ToolEnv):
                     else {"name": "create_file", "arguments": {"path": path, "content": text}}
             else:
                 call = next_edit(path, current, text)
-            return call_text(call) if call else None
-        return call_text({"name": "submit", "arguments": {}})
+            return self.render_calls([(call["name"], call["arguments"])]) if call else None
+        return self.render_calls([("submit", {})])  # in the format the env reads (ToolEnv.render_calls)
 
     def close(self) -> None:
         self._release()

@@ -13,7 +13,6 @@ error, a timeout, or a dead server all become `ok=False` observations through `r
 from __future__ import annotations
 
 import inspect
-import json
 from typing import Any, Iterable
 
 from agentgym.errors import ConfigError
@@ -65,12 +64,6 @@ class MCPTool(Tool):
         first = errors[0]
         where = "/".join(str(p) for p in first.absolute_path)
         return f"{'argument ' + repr(where) + ': ' if where else ''}{first.message[:300]}"
-
-    def usage(self) -> str:
-        props = self.parameters.get("properties") or {}
-        required = self.parameters.get("required") or []
-        example = {p: f"<{(props.get(p) or {}).get('type', 'value')}>" for p in required}
-        return f'<tool_call>{{"name": "{self.name}", "arguments": {json.dumps(example)}}}</tool_call>'
 
     def __repr__(self) -> str:
         return f"MCPTool({self.name!r} @ {self.session.spec.label!r})"

@@ -95,7 +95,7 @@ class SFTRun:
             torch.set_num_threads(config.train.torch_threads)
         self.env_id, self.tools = env_tools(config)
         self.model, self.tokenizer = load_model(_sft_model_config(config), self.run_dir)
-        self.chat = ChatFormat.from_tokenizer(self.tokenizer)
+        self.chat = ChatFormat.from_tokenizer(self.tokenizer, config.rollout.tool_format)
         self.device = torch.device(config.model.device)
         self.pad_id = int(self.tokenizer.pad_token_id)
         if config.sft.train_layers:
