@@ -103,6 +103,10 @@ def library_tasks(name: str, version: str, backend: str = "auto", max_tasks: int
     path = os.path.join(cache_dir(), "tasks", TASKS_VERSION, f"{name}-{version}-{max_tasks}.jsonl")
     if os.path.isfile(path):
         return load_tasks(path)
+    larger = os.path.join(cache_dir(), "tasks", TASKS_VERSION, f"{name}-{version}-{TASKS_PER_CORPUS_LIBRARY}.jsonl")
+    if split is None and max_tasks < TASKS_PER_CORPUS_LIBRARY and os.path.isfile(larger):  # the corpus made them
+        return [dataclasses.replace(t, extra={k: v for k, v in t.extra.items() if k != "split"})
+                for t in load_tasks(larger)[:max_tasks]]
     repo_dir = download_sdist(name, version)
     deps = install_requirements(read_test_requirements(repo_dir), name, progress=progress)
     if deps is not None and deps.unsatisfied and progress:
