@@ -12,6 +12,11 @@ estimator trains and counts the shared prefix once (in the trunk) and never drop
 point form their own group (a fresh group id): their turn k acted from one restored state, so it is an exact
 GiGPO step group of size G, not one found by chance.
 
+Each trunk is a group of its own (a trunk mixed into its branches' group would need returns over whole
+trajectories but statistics over trained rows only: the estimator seam this leaves to the trainer), so its
+turns before the first branch point carry no group-relative signal; train on branches alongside ordinary
+groups when those turns should learn too.
+
 Needs an env with snapshots (`TextEnv.snapshot_fields`) and an in-process pool (executor serial or thread).
 """
 from __future__ import annotations

@@ -26,7 +26,9 @@ FAMILIES = (("toy keydoor", "agentgym/Toy-KeyDoor-v0", {}), ("toy calculator", "
             ("shop (text)", "agentgym/WebShop-v0", {"num_products": 1000}),
             ("textarena TowerOfHanoi", "agentgym/TextArena-TowerOfHanoi-v0", {}),
             ("textarena TicTacToe", "agentgym/TextArena-TicTacToe-v0", {}),
-            ("textarena Othello", "agentgym/TextArena-Othello-v0", {}))
+            ("textarena Othello", "agentgym/TextArena-Othello-v0", {}),
+            ("swe minirepo (bwrap)", "agentgym/SWE-Mini-v0", {"backend": "bwrap"}),
+            ("swe minirepo (docker)", "agentgym/SWE-Mini-v0", {"backend": "docker"}))
 
 
 def play(env, steps: int, seed: int) -> list[float]:
@@ -134,18 +136,18 @@ def snap_cost(env, name: str, repeats: int) -> None:
 
 def snapshot_figures(args: argparse.Namespace) -> None:
     import agentgym
-    from agentgym.errors import MissingDependencyError
+    from agentgym.errors import AgentGymError, MissingDependencyError
 
     print(f"\nsnapshot / restore after reset + 3 steps (median of {args.repeats}):")
     for name, env_id, kwargs in FAMILIES:
         try:
             env = agentgym.make(env_id, **kwargs)
-        except (MissingDependencyError, ImportError) as exc:
+            env.reset(seed=0)
+        except (MissingDependencyError, ImportError, AgentGymError) as exc:
             print(f"  {name:<44s} not measured ({exc})")
             continue
         snap_cost(env, name, args.repeats)
         env.close()
-    print("  swe                                          not supported (a sandbox's filesystem; see README)")
 
 
 def main(argv: list[str] | None = None) -> int:

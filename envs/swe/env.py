@@ -412,6 +412,20 @@ class SWEEnv(ToolEnv):
     def close(self) -> None:
         self._release()
 
+    # snapshots: the episode's fields and the workspace's files (envs/swe/snapshot.py says what it costs)
+    def supports_snapshot(self) -> bool:
+        return True
+
+    def snapshot(self) -> bytes:
+        from agentgym.envs.swe.snapshot import take
+
+        return take(self)
+
+    def restore(self, data: bytes) -> None:
+        from agentgym.envs.swe.snapshot import put
+
+        put(self, data)
+
 
 def _clip(text: str, limit: int) -> str:
     """`text` in at most `limit` characters: its head and tail, and a line saying how much was cut between."""

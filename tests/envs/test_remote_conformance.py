@@ -7,6 +7,8 @@ schemathesis = pytest.importorskip("schemathesis", reason="the conformance test 
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 
+pytestmark = pytest.mark.slow   # about a minute: 10 operations x 25 generated cases x 2 envs, and a stateful run
+
 from agentgym.envs.remote.server import EnvServer  # noqa: E402
 from agentgym.envs.remote.service import EnvService, ServiceConfig  # noqa: E402
 

@@ -121,3 +121,26 @@ def test_oracle_solves_every_shipped_task(env, backend):
 
 # `check_env` (oracle included) runs on every registered id in tests/test_all_envs.py: SWE-Mini-v0 (docker
 # where dockerd runs), SWE-Mini-Bwrap-v0 and SWE-Lib-v0.
+
+
+def test_snapshot_restores_the_workspace_and_the_episode(env, backend):
+    """The workspace's files and the episode's fields come back, in this env and in a fresh one."""
+    env.reset(seed=1)
+    env.step(call("create_file", path="notes.txt", content="before"))
+    saved = env.snapshot()
+    env.step(call("create_file", path="notes.txt", content="after"))
+    env.step(call("bash", command="rm -rf ./*"))
+    env.restore(saved)
+    assert "before" in env.step(call("bash", command="cat notes.txt"))[0]
+    fresh = agentgym.make("agentgym/SWE-Mini-v0", backend=backend)
+    try:
+        fresh.reset(seed=2)
+        fresh.restore(saved)
+        listing = fresh.step(call("bash", command="cat notes.txt; ls"))[0]
+        assert "before" in listing and fresh.unwrapped.task.instance_id == env.unwrapped.task.instance_id
+        _, reward, terminated, _, info = fresh.step(fresh.unwrapped.oracle_action())
+        while not terminated:
+            _, reward, terminated, _, info = fresh.step(fresh.unwrapped.oracle_action())
+        assert info["success"]
+    finally:
+        fresh.close()
