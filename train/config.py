@@ -383,6 +383,8 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
                 errors.append(str(exc))
         raise ConfigError(errors[0] if errors else f"{where}: bad value {value!r}")
     if origin is Literal:
+        if value is False and "off" in args:  # YAML 1.1 reads a bare off (and no) as false
+            return "off"
         if value not in args:
             close = difflib.get_close_matches(str(value), [str(a) for a in args], n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""

@@ -140,3 +140,11 @@ def test_one_rollout_config_with_one_set_of_defaults():
     assert built.sampling == dataclasses.replace(engine.sampling, temperature=0.0, max_tokens=7, stop=("</s>",), seed=3)
     with pytest.raises(ConfigError, match="unknown config key 'rollout.sampling'"):
         config_from_dict({"rollout": {"sampling": {"temperature": 0.5}}})
+
+
+def test_a_bare_off_switches_a_guard_off():
+    """YAML 1.1 reads `off` as false: `train.guardrails.no_signal=off` still means the guard's "off"."""
+    cfg = load_config("toy_learning", ["train.guardrails.no_signal=off", "train.guardrails.collapse='off'"])
+    assert cfg.train.guardrails.no_signal == "off" and cfg.train.guardrails.collapse == "off"
+    with pytest.raises(ConfigError, match="must be one of"):
+        load_config("toy_learning", ["train.guardrails.no_signal=true"])
