@@ -145,7 +145,14 @@ def test_every_estimator_resolves_to_one_builder():
     names = set(estimators())
     assert {"gigpo", "grpo", "rloo", "reinforce_pp", "hgpo", "turn_gae", "bi_level_gae"} <= names
     for entry in estimators().values():
-        assert (entry.turn_advantages is None) != (entry.targets is None) and entry.doc
+        # exactly one way to the advantages: per turn, per token from the GAE critic, or an updater's own learner
+        assert [entry.turn_advantages is not None, entry.targets is not None, bool(entry.updater)].count(True) == 1
+        assert entry.doc
+        if entry.updater:  # its learner lives in that updater, which the update seam knows
+            from agentgym.train.updaters import UPDATERS
+
+            assert entry.updater in UPDATERS and not entry.needs_critic
+            continue
         assert callable(entry.turn_advantages or entry.targets)
         assert entry.needs_critic == (entry.targets is not None)
 

@@ -98,8 +98,11 @@ def _assert_same_weights(got: dict[str, torch.Tensor], want: dict[str, torch.Ten
 def _assert_same_step(one: dict, two: dict, keys=("policy_loss", "grad_norm")) -> None:
     """(The entropy metric is a mean of micro-batch means, so it depends on how the ranks cut them.)"""
     assert one["samples"] == two["samples"] > 0
+    # fp32 sums in another order (two ranks' micro-batches, a reduce across ranks): on this machine's torch and
+    # transformers the policy loss of the two-rank step differs by 1.08e-5 relative (1.6e-7 of -0.0151); a
+    # wrong shard or a missed micro-batch moves it by orders of magnitude more
     for key in keys:
-        assert two[key] == pytest.approx(one[key], rel=1e-5, abs=1e-7), key
+        assert two[key] == pytest.approx(one[key], rel=3e-5, abs=1e-7), key
 
 
 def _micro_counts(n: int, mini_batches: int, micro: int, world: int) -> list[list[int]]:

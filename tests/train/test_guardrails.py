@@ -116,8 +116,8 @@ def test_token_drift_stops_the_run_before_the_update(tmp_path: Path, monkeypatch
 
     real = ChatFormat.from_tokenizer.__func__
 
-    def drifting(cls, tokenizer):
-        chat = real(cls, tokenizer)
+    def drifting(cls, tokenizer, *args, **kwargs):
+        chat = real(cls, tokenizer, *args, **kwargs)
         suffix = chat.turn_suffix
         chat.turn_suffix = lambda response_ids, observation: suffix(response_ids, observation)[1:]
         return chat

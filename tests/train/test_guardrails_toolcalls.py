@@ -53,7 +53,8 @@ def test_calls_the_env_never_parses_stop_the_run(tmp_path: Path, llama_writing_p
 def test_the_right_format_raises_no_tool_guard(tmp_path: Path, llama_writing_policy, capsys):
     run = train(load_config("toy_learning", [f"train.run_dir={tmp_path}", "train.iterations=2", *SMALL,
                                              "rollout.tool_format=llama3",
-                                             "train.guardrails.no_signal='off'"]))  # a fixed call: equal rewards
+                                             # a fixed call: equal rewards, identical groups
+                                             "train.guardrails.no_signal=off", "train.guardrails.collapse=off"]))
     metrics = read_metrics(run)
     assert len(metrics) == 2 and not any(k.startswith("guard/") for m in metrics for k in m)
     assert all(m["tool_calls_unparsed"] == 0.0 and m["tool_format/llama3"] == 1.0 for m in metrics)
