@@ -69,8 +69,10 @@ def no_signal(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
         f"{100 * share:.0f}% of action tokens have a zero advantage (limit {100 * section.max_zero_advantage_share:.0f}%)"
         f" ({100 * metrics.get('zero_variance_group_share', 1.0):.0f}% of groups with equal returns, effective batch "
         f"{metrics.get('effective_samples', 0):.0f} samples)"
-        ": every group's rewards were equal, so the update learns nothing. Make tasks easier or groups larger "
-        "(rollout.group_size), or turn on algorithm.dynamic_sampling"))
+        + (": every episode succeeded, so there is nothing left to learn at this difficulty. Train on harder tasks "
+           "(env_kwargs, a turn cap) or stop here" if metrics.get("success") == 1.0 else
+           ": every group's rewards were equal, so the update learns nothing. Make tasks easier or groups larger "
+           "(rollout.group_size), or turn on algorithm.dynamic_sampling")))
 
 
 def not_one_task(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:

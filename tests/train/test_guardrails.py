@@ -66,6 +66,8 @@ def test_guards_by_hand():
     assert stale_weights({"logprob_diff": 0.2}, Section).value == 0.2
     assert no_signal({"zero_advantage_share": 0.5}, Section) is None
     assert "every group's rewards were equal" in no_signal({"zero_advantage_share": 1.0}, Section).message
+    solved = no_signal({"zero_advantage_share": 1.0, "success": 1.0}, Section).message
+    assert "every episode succeeded" in solved and "easier" not in solved  # a solved batch: no wrong advice
     Section.not_one_task = "warn"
     fired = check({"logprob_diff": 0.3, "zero_advantage_share": 1.0}, Section)
     assert [(a.guard, action) for a, action in fired] == [("stale_weights", "stop"), ("no_signal", "warn")]
