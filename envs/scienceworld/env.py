@@ -149,7 +149,7 @@ class ScienceWorldEnv(TextEnv):
         self._loaded = None  # a fresh load every episode: nothing of the last one carries over
         self._load(variation)
         server = self._sim.server
-        seed_simulator(self._sim, variation)  # reset() draws again: from the same seed
+        seed_simulator(self._simulator(), variation)  # reset() draws again: from the same seed
         server.reset()
         look = str(server.step("look around"))
         self._variation, self._history, self._score, self._done = variation, [], 0, False
@@ -263,9 +263,10 @@ class ScienceWorldEnv(TextEnv):
         the simulator what an episode asks after each (its valid actions, look, inventory): the simulator
         names objects as it is asked about them ("blue paint" / "blue paint in wood cup"), so a replay that
         skipped the questions left a world that answered the next step differently."""
-        self._load(self._variation, gold=True)
+        variation = int(self._variation or 0)  # oracle_plan asks only once an episode started
+        self._load(variation, gold=True)
         server = self._sim.server
-        seed_simulator(self._sim, self._variation)  # as _reset does
+        seed_simulator(self._simulator(), variation)  # as _reset does
         server.reset()
         server.step("look around")
         self._cached = self._query_state()
