@@ -15,7 +15,7 @@ SUBCOMMAND_MODULES = (
     "agentgym.cli_envs",          # list, info, check, play
     "agentgym.eval.cli",          # eval, plot
     "agentgym.train.cli",         # train
-    "agentgym.train.sft_cli",     # sft
+    "agentgym.train.sft.cli",     # sft
     "agentgym.tools.retrieval.cli",  # serve retrieval
     "agentgym.envs.web.cli",      # serve shop
     "agentgym.envs.swe.cli",      # swe make-tasks, swe prepare

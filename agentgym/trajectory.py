@@ -144,7 +144,7 @@ def json_safe(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class TurnTable:
-    """Turns of many trajectories as flat columns, sorted by (traj, turn). Input to train/advantages.py.
+    """Turns of many trajectories as flat columns, sorted by (traj, turn). Input to train/estimators/advantages.py.
 
     group:  task group id (one task, G rollouts)      traj:   trajectory id
     turn:   turn index within its trajectory          anchor: int code, equal codes = equal anchor keys

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from agentgym.train import advantages as A
+from agentgym.train.estimators import advantages as A
 from agentgym.trajectory import TurnTable
 
 

@@ -31,7 +31,7 @@ GPU = {"iterations": 30, "sft": ["sft.episodes=256", "model.device=cuda", "model
 
 def sft_checkpoint(out: Path, overrides: list[str]) -> tuple[str, float]:
     from agentgym.train.config import load_config
-    from agentgym.train.sft import sft
+    from agentgym.train.sft.run import sft
 
     t = time.perf_counter()
     cfg = load_config("quickstart_cpu", [f"train.run_dir={out}", "logging.progress=false", *overrides])

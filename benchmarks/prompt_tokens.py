@@ -31,7 +31,7 @@ def main() -> None:
     from agentgym.policies.base import SamplingParams
     from agentgym.policies.models import load_tokenizer
     from agentgym.rollout import RolloutConfig, rollout
-    from agentgym.train.sft_data import ExpertPolicy
+    from agentgym.train.sft.data import ExpertPolicy
 
     chat = ChatFormat.from_tokenizer(load_tokenizer("smollm2-135m-instruct"))
     seeds = list(range(1_000_000, 1_000_000 + args.episodes))

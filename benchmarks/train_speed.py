@@ -4,7 +4,7 @@
     python benchmarks/train_speed.py --threads 1 --samples 4 --tokens 512 --compile
 
 One row per configuration, all in one run (best of --repeats steps after a warm-up step). Each step is what the PPO
-update does per micro-batch: `agentgym.train.update.forward` (backbone, LM head on the action
+update does per micro-batch: `agentgym.train.updaters.token_ppo.forward` (backbone, LM head on the action
 positions only) with gradients, a policy-gradient loss on the action tokens, backward, AdamW step.
 The `score` column is the no-grad pass that recomputes old log-probs before the update. Samples look
 like trajectory-layout episodes: a prompt, then 3 turns of 20 action tokens between observations.
@@ -79,7 +79,7 @@ def prepare(base, config: Config):
 def one_step(model, optimizer, samples, config: Config) -> None:
     import torch
 
-    from agentgym.train.update import forward
+    from agentgym.train.updaters.token_ppo import forward
 
     cast = torch.autocast("cpu", dtype=torch.bfloat16) if config.autocast else contextlib.nullcontext()
     optimizer.zero_grad(set_to_none=True)
@@ -93,7 +93,7 @@ def one_step(model, optimizer, samples, config: Config) -> None:
 def score(model, samples, config: Config) -> None:
     import torch
 
-    from agentgym.train.update import forward
+    from agentgym.train.updaters.token_ppo import forward
 
     cast = torch.autocast("cpu", dtype=torch.bfloat16) if config.autocast else contextlib.nullcontext()
     with torch.no_grad(), cast:

@@ -57,7 +57,7 @@ class AdmissiblePolicy(BasePolicy):
         self.max_context = self.free.max_context
         self.max_candidates = max_candidates
         self._chat = chat
-        # for exact training (train/choice.py): prompt ids -> (candidate ids, chosen index)
+        # for exact training (train/updaters/choice_ppo.py): prompt ids -> (candidate ids, chosen index)
         self.record_choices = record_choices
         self._choices: dict[tuple[int, ...], tuple[list[list[int]], int]] = {}
 

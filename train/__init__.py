@@ -1,11 +1,17 @@
-"""Training: advantage estimators, losses, config and the trainer (`agentgym train`).
+"""Training (`agentgym train`): what the trainer is made of, one folder per part.
 
-    advantages.py  GiGPO, GRPO, RLOO, REINFORCE++, turn-level and bi-level GAE (pure numpy, vectorised)
-    losses.py      PPO clipped surrogate (token/sequence/turn ratios, dual clip), KL k1/k3, entropy, value loss
+    trainer.py     rollout -> advantages -> update -> push weights -> eval -> checkpoint; `train(config)`
     config.py      the config dataclass tree: YAML + dotted overrides, validated with how-to-fix messages
-    trainer.py     rollout -> advantages -> PPO epochs -> push weights -> eval -> checkpoint; `train(config)`
-    samples.py, targets.py, update.py, critic.py, setup.py, checkpoint.py, metrics.py, tiny.py: its parts
-    configs/       presets: quickstart_cpu, toy_learning, household_gpu_vllm, search_gpu_vllm
+    options.py     `agentgym train --options`: every option, its default and doc
+    batch.py       the record types (Sample, Batch, Scored, Targets) estimators build and updaters consume
+    samples.py     trajectories -> training samples; setup.py, checkpoint.py, metrics.py, critic.py,
+                   guardrails.py, distributed.py, tiny.py: the frame's other parts
+    estimators/    the estimator registry; advantages.py (GiGPO, GRPO, RLOO, REINFORCE++, GAE maths, numpy),
+                   targets.py (per-token targets), igpo.py (information-gain turn rewards)
+    updaters/      the update seam's registry; token_ppo.py (free generation), choice_ppo.py (admissible
+                   mode), losses.py (PPO surrogate, KL, entropy, value loss)
+    sft/           the supervised warm start (`agentgym sft`)
+    configs/       the presets (`agentgym train PRESET`)
 
 Nothing heavy is imported here: torch and transformers load when a trainer is built.
 """

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         print(yaml.safe_dump(_plain(config.to_dict()), sort_keys=False))
         return 0
     if config.sft.enabled:  # warm start first; RL then starts from the SFT checkpoint
-        from agentgym.train.sft import with_sft_start
+        from agentgym.train.sft.run import with_sft_start
 
         config = with_sft_start(config)
     from agentgym.train.trainer import train

@@ -20,7 +20,7 @@ from agentgym.policy import SamplingParams
 from agentgym.rollout import RolloutConfig
 from agentgym.train.estimators import get_estimator
 from agentgym.train.updaters import refuse_unsupported
-from agentgym.train.sft_config import SFTSection
+from agentgym.train.sft.config import SFTSection
 
 
 
@@ -120,7 +120,7 @@ class RolloutSection:
     """executor=ray: the Ray cluster to join ("HOST:6379" of `ray start --head`, "auto"); "" starts a local one."""
     action_mode: Literal["generate", "admissible"] = "generate"
     """generate: free text; admissible: choose among info["admissible_actions"] by likelihood, trained
-    exactly on that renormalised distribution (policies/admissible.py, train/choice.py)."""
+    exactly on that renormalised distribution (policies/admissible.py, train/updaters/choice_ppo.py)."""
     seed_start: int = 0
     """Training seeds are seed_start, seed_start+1, ... (one per group, never reused)."""
     keep_task: bool = True
@@ -155,7 +155,7 @@ class RolloutSection:
 @dataclass(frozen=True)
 class AlgorithmSection:
     estimator: str = "gigpo"
-    """A registered estimator (train/estimators.py): gigpo, grpo, rloo, reinforce_pp, hgpo, turn_gae,
+    """A registered estimator (train/estimators/__init__.py): gigpo, grpo, rloo, reinforce_pp, hgpo, turn_gae,
     bi_level_gae, or one a plug-in registered; `agentgym train --options` lists them with what each does."""
     gamma: float = 0.95
     """Turn discount (GiGPO step returns, REINFORCE++, GAE turn clock)."""
@@ -396,7 +396,7 @@ class TrainConfig:
     logging: LoggingSection = field(default_factory=LoggingSection)
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
     sft: SFTSection = field(default_factory=SFTSection)
-    """Behaviour cloning before RL (train/sft_config.py)."""
+    """Behaviour cloning before RL (train/sft/config.py)."""
 
     def __post_init__(self) -> None:
         a, m, r = self.algorithm, self.model, self.rollout

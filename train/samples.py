@@ -9,7 +9,6 @@ trajectories (`TurnTable.from_trajectories`: row = running turn count).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -18,22 +17,7 @@ from agentgym.chat import ChatFormat
 from agentgym.errors import TokenMismatchError
 from agentgym.rollout import step_messages
 from agentgym.trajectory import Trajectory
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One training sequence. `row[j]` is the turn-table row of token j (-1: not an action token)."""
-
-    ids: np.ndarray            # int64 [L]
-    row: np.ndarray            # int64 [L]
-    rollout_logprobs: np.ndarray  # float64 [L], the sampler's logprobs on action tokens, 0 elsewhere
-
-    @property
-    def mask(self) -> np.ndarray:
-        return self.row >= 0
-
-    def __len__(self) -> int:
-        return len(self.ids)
+from agentgym.train.batch import Batch, Sample
 
 
 def _row_offsets(trajectories: Sequence[Trajectory]) -> list[int]:
@@ -90,16 +74,6 @@ def _trajectory_sample(traj: Trajectory, turns: list, offset: int) -> Sample:
         row[start:start + n] = offset + t.index
         lp[start:start + n] = _logprob_array(t, n)
     return Sample(ids, row, lp)
-
-
-@dataclass(frozen=True)
-class Batch:
-    """Right-padded tensors of a list of samples (numpy; the trainer moves them to torch)."""
-
-    ids: np.ndarray         # [B, T]
-    attention: np.ndarray   # [B, T] 1 on real tokens
-    row: np.ndarray         # [B, T] turn row per token, -1 elsewhere
-    index: np.ndarray       # [B] sample indices
 
 
 def collate(samples: Sequence[Sample], index: Sequence[int], pad_id: int = 0) -> Batch:

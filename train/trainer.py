@@ -4,8 +4,8 @@
     from agentgym.train.trainer import train
     run_dir = train(load_config("toy_learning", ["train.iterations=20"]))
 
-Orchestration only: the maths lives in advantages.py / losses.py, the token bookkeeping in samples.py
-and targets.py, the gradient steps in update.py, the files in checkpoint.py and metrics.py.
+Orchestration only: the maths lives in estimators/ (advantages.py, targets.py) and updaters/losses.py,
+the token bookkeeping in samples.py, the gradient steps in updaters/, the files in checkpoint.py and metrics.py.
 """
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ from agentgym.policies.base import SamplingParams
 from agentgym.rollout import RolloutConfig, next_prompt_ids, rollout
 from agentgym.train import checkpoint as ck
 from agentgym.train import distributed as D
-from agentgym.train.advantages import last_rows
+from agentgym.train.estimators.advantages import last_rows
 from agentgym.policy import TrainablePolicy
-from agentgym.train.choice import choice_step
+from agentgym.train.updaters.choice_ppo import choice_step
 from agentgym.train.guardrails import BEFORE_UPDATE, GUARDS, drop_mixed_groups
 from agentgym.train.health import reward_sanity, rollout_health, signal_figures, trends
 from agentgym.train.updaters import updater_for
@@ -37,9 +37,10 @@ from agentgym.train.config import TrainConfig
 from agentgym.train.metrics import MetricsWriter, rollout_metrics, write_rollouts
 from agentgym.train.samples import Sample, build_samples, verify_samples
 from agentgym.train.setup import build_components
-from agentgym.train.losses import running_entropy
-from agentgym.train.targets import build_targets, shape_rewards, with_epo
-from agentgym.train.update import Scored, Targets, ppo_update, score, state_values
+from agentgym.train.updaters.losses import running_entropy
+from agentgym.train.estimators.targets import build_targets, shape_rewards, with_epo
+from agentgym.train.batch import Scored, Targets
+from agentgym.train.updaters.token_ppo import ppo_update, score, state_values
 from agentgym.trajectory import Trajectory, TurnTable
 
 
@@ -254,7 +255,7 @@ class Trainer:
             print(f"agentgym train: warning: {message}", file=sys.stderr)
 
     def _with_info_gain(self, batch: list[Trajectory], metrics: dict[str, Any]) -> list[Trajectory]:
-        from agentgym.train.igpo import info_gains, with_info_gain
+        from agentgym.train.estimators.igpo import info_gains, with_info_gain
 
         a = self.cfg.algorithm
         gains = info_gains(self.model, self.chat, batch, self.device, self.c.pad_id, a.igpo_mode,

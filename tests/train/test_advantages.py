@@ -1,4 +1,4 @@
-"""Worked examples (numbers computed by hand in the comments) and invariants of train/advantages.py."""
+"""Worked examples (numbers computed by hand in the comments) and invariants of train/estimators/advantages.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgym.train import advantages as adv
+from agentgym.train.estimators import advantages as adv
 from agentgym.trajectory import TurnTable
 
 S3 = np.sqrt(1 / 3)  # unbiased std of (1, 1, 0)

@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from agentgym.train.update import _action_logits  # noqa: E402
+from agentgym.train.updaters.token_ppo import _action_logits  # noqa: E402
 
 
 def _tiny_llama():

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from agentgym.policies.admissible import AdmissiblePolicy  # noqa: E402
-from agentgym.train.choice import ChoiceSequence, ChoiceTurn, choice_sequences, sequence_choice_logprobs  # noqa: E402
+from agentgym.train.updaters.choice_ppo import ChoiceSequence, ChoiceTurn, choice_sequences, sequence_choice_logprobs  # noqa: E402
 
 
 @pytest.fixture()
@@ -104,7 +104,7 @@ def test_choice_update_ratio_starts_at_one_with_or_without_the_old_pass(tiny, ep
     way the first step's ratio is 1, so its loss is minus the turn-mean advantage, and weights move."""
     import numpy as np
 
-    from agentgym.train.choice import choice_update
+    from agentgym.train.updaters.choice_ppo import choice_update
     from agentgym.train.config import load_config
     from agentgym.train.setup import Components, make_optimizer
 

@@ -10,14 +10,14 @@ import pytest
 from agentgym.chat import ChatFormat
 from agentgym.policies.scripted import OraclePolicy
 from agentgym.rollout import RolloutConfig, next_prompt_ids, rollout
-from agentgym.train import advantages as A
+from agentgym.train.estimators import advantages as A
 from agentgym.train.config import AlgorithmSection, config_from_dict
 from agentgym.train.samples import build_samples, verify_samples
 from agentgym.train.estimators import estimators
-from agentgym.train.targets import (build_targets, overlong_penalties, shape_rewards, truncated_is_weights,
+from agentgym.train.estimators.targets import (build_targets, overlong_penalties, shape_rewards, truncated_is_weights,
                                     turn_advantages)
 from agentgym.train.trainer import drop_failed
-from agentgym.train.update import Scored
+from agentgym.train.batch import Scored
 from agentgym.trajectory import Trajectory, Turn, TurnTable
 
 CHAT = ChatFormat.simple()
@@ -239,7 +239,7 @@ def test_check_env_flags_an_env_that_never_sets_an_anchor():
 
 def test_is_weights_scale_each_tokens_loss():
     torch = pytest.importorskip("torch")
-    from agentgym.train.losses import ppo_policy_loss
+    from agentgym.train.updaters.losses import ppo_policy_loss
 
     lp, adv, mask = torch.zeros(1, 3), torch.tensor([[1.0, -2.0, 0.5]]), torch.ones(1, 3)
     plain = ppo_policy_loss(lp, lp, adv, mask).loss
@@ -248,7 +248,8 @@ def test_is_weights_scale_each_tokens_loss():
 
 
 def test_value_clip_relative_to_the_value_scale():
-    from agentgym.train.update import Targets, value_clip_range
+    from agentgym.train.batch import Targets
+    from agentgym.train.updaters.token_ppo import value_clip_range
 
     returns = [np.array([0.0, 10.0, 0.0, -10.0])]
     targets = Targets([np.zeros(4)], returns, [np.array([1.0, 1.0, 1.0, 1.0])], [np.zeros(4)])

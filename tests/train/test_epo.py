@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agentgym.train import losses as L  # noqa: E402
+from agentgym.train.updaters import losses as L  # noqa: E402
 
 
 def example():

@@ -8,7 +8,7 @@ import pytest
 from agentgym.chat import ChatFormat
 from agentgym.policies.scripted import ScriptedPolicy
 from agentgym.rollout import RolloutConfig, rollout
-from agentgym.train import advantages as adv
+from agentgym.train.estimators import advantages as adv
 from agentgym.trajectory import Trajectory, Turn, TurnTable, history_keys
 
 
@@ -98,7 +98,7 @@ def test_rollout_records_history_keys_and_they_round_trip():
 def test_hgpo_is_selectable_in_a_config_and_builds_targets():
     from agentgym.errors import ConfigError
     from agentgym.train.config import config_from_dict
-    from agentgym.train.targets import turn_advantages
+    from agentgym.train.estimators.targets import turn_advantages
 
     cfg = config_from_dict({}, ["algorithm.estimator=hgpo", "algorithm.hgpo_levels=1", "algorithm.gamma=1.0"])
     a, b = ([turn(0, "o0", "left"), turn(1, "s", "up")], [turn(0, "o0", "right"), turn(1, "s", "up")])

@@ -13,7 +13,7 @@ import pytest
 from agentgym.chat import ChatFormat
 from agentgym.policies.scripted import ScriptedPolicy
 from agentgym.rollout import RolloutConfig, ground_truth, rollout
-from agentgym.train import igpo
+from agentgym.train.estimators import igpo
 
 CHAT = ChatFormat.simple()
 

@@ -1,4 +1,4 @@
-"""Worked examples for train/losses.py (numbers by hand in the comments)."""
+"""Worked examples for train/updaters/losses.py (numbers by hand in the comments)."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from agentgym.train import losses as L
+from agentgym.train.updaters import losses as L
 
 X = torch.tensor([[1.0, 2.0, 3.0], [4.0, 0.0, 0.0]])
 M = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])

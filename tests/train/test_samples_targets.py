@@ -7,10 +7,10 @@ import pytest
 from agentgym.errors import TokenMismatchError
 from agentgym.train.config import AlgorithmSection
 from agentgym.train.samples import build_samples, collate, micro_batches
-from agentgym.train.targets import anchor_texts, build_targets
+from agentgym.train.estimators.targets import anchor_texts, build_targets
 from agentgym.train.trainer import keep_varied_groups, turn_cap
 from agentgym.train.config import config_from_dict
-from agentgym.train.update import Scored
+from agentgym.train.batch import Scored
 from agentgym.trajectory import Trajectory, Turn, TurnTable
 
 

@@ -14,7 +14,7 @@ from agentgym.chat import ChatFormat  # noqa: E402
 from agentgym.errors import ConfigError  # noqa: E402
 from agentgym.train.config import load_config  # noqa: E402
 from agentgym.train.samples import build_samples  # noqa: E402
-from agentgym.train.sft_data import (Episode, encode_episode, episode_of, expert_trajectories,  # noqa: E402
+from agentgym.train.sft.data import (Episode, encode_episode, episode_of, expert_trajectories,  # noqa: E402
                                      trajectory_file_episodes, transcript_episodes)
 
 TOY = ["rollout.max_new_tokens=3", "sft.episodes=16", "sft.epochs=8", "sft.lr=0.003", "sft.batch_size=8",
@@ -57,7 +57,7 @@ def test_encoded_episode_equals_the_rollout_tokens(tmp_path, tiny_tokenizer, lay
 
 
 def test_sft_on_oracle_demonstrations_learns_the_toy_env(tmp_path):
-    from agentgym.train.sft import SFTRun
+    from agentgym.train.sft.run import SFTRun
 
     run = SFTRun(toy_config(tmp_path, "sft.expert=oracle"))
     before = run.evaluate()["eval/success"]
@@ -75,8 +75,8 @@ def test_sft_on_oracle_demonstrations_learns_the_toy_env(tmp_path):
 def test_choice_sft_with_noisy_demonstrations_learns_to_pick_among_admissible_actions(tmp_path):
     """sft.objective=choice: cross-entropy of the expert's label among the admissible actions, on demos
     where a third of the turns played a random action (the label stays the expert's)."""
-    from agentgym.train.sft import SFTRun
-    from agentgym.train.sft_data import expert_choice_sequences
+    from agentgym.train.sft.run import SFTRun
+    from agentgym.train.sft.data import expert_choice_sequences
 
     cfg = toy_config(tmp_path, "sft.expert=oracle", "sft.objective=choice", "sft.expert_noise=0.3",
                      "rollout.action_mode=admissible", "sft.lr=0.003")
@@ -101,7 +101,7 @@ def test_sft_checkpoint_is_a_policy_and_an_rl_start(tmp_path):
     from agentgym.policies import load_policy
     from agentgym.rollout import RolloutConfig, rollout
     from agentgym.policies.base import SamplingParams
-    from agentgym.train.sft import with_sft_start
+    from agentgym.train.sft.run import with_sft_start
     from agentgym.train.trainer import Trainer
 
     cfg = toy_config(tmp_path, "sft.enabled=true", "train.iterations=1", "eval.every=1", "sft.evaluate=false")
@@ -131,7 +131,7 @@ def test_sft_checkpoint_is_a_policy_and_an_rl_start(tmp_path):
 
 
 def test_trajectories_and_transcripts_sources(tmp_path, tiny_tokenizer):
-    from agentgym.train.sft import SFTRun
+    from agentgym.train.sft.run import SFTRun
 
     chat = ChatFormat.from_tokenizer(tiny_tokenizer)
     cfg = toy_config(tmp_path, "sft.episodes=3")
@@ -168,7 +168,7 @@ def test_bad_sft_config_says_how_to_fix_it(tmp_path):
         toy_config(tmp_path, "sft.source=trajectories")
     with pytest.raises(ConfigError, match="did you mean|Did you mean"):
         toy_config(tmp_path, "sft.epoch=2")
-    from agentgym.train.sft import SFTRun
+    from agentgym.train.sft.run import SFTRun
 
     with pytest.raises(ConfigError, match="trajectories.jsonl"):
         SFTRun(toy_config(tmp_path, "sft.source=trajectories", f"sft.path={tmp_path}/nothing")).run()

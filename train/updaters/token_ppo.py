@@ -13,9 +13,10 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from agentgym.train import losses as L
+from agentgym.train.updaters import losses as L
 from agentgym.train.config import AlgorithmSection, TrainConfig
-from agentgym.train.samples import Sample, collate, micro_batches
+from agentgym.train.batch import Sample, Scored, Targets
+from agentgym.train.samples import collate, micro_batches
 from agentgym.train.setup import Components
 
 
@@ -105,15 +106,6 @@ def _unpad(t: torch.Tensor, samples: Sequence[Sample], index: Sequence[int]) -> 
     return [rows[k, :len(samples[i]) - 1].astype(np.float64) for k, i in enumerate(index)]
 
 
-@dataclass
-class Scored:
-    """Per-sample shifted arrays from the no-grad pass before the update."""
-
-    old_logprobs: list[np.ndarray]
-    ref_logprobs: list[np.ndarray] | None
-    old_values: list[np.ndarray] | None
-
-
 @torch.no_grad()
 def score(c: Components, samples: Sequence[Sample], cfg: TrainConfig) -> Scored:
     """Old log-probs (recomputed by the trained model), reference log-probs and old values."""
@@ -152,20 +144,6 @@ def _pad(arrays: Sequence[np.ndarray], index: Sequence[int], width: int, device:
     for k, i in enumerate(index):
         out[k, :len(arrays[i])] = arrays[i]
     return torch.as_tensor(out, dtype=torch.float32, device=device)
-
-
-@dataclass(frozen=True)
-class Targets:
-    """Per-sample shifted arrays the loss needs: advantages, value returns and where the critic trains."""
-
-    advantages: list[np.ndarray]
-    returns: list[np.ndarray] | None
-    value_mask: list[np.ndarray] | None
-    segments: list[np.ndarray]      # turn id (table row) of each position, for turn-level ratios
-    loss_mask: list[np.ndarray] | None = None   # 0 where the actor loss skips an action token (overlong)
-    is_weights: list[np.ndarray] | None = None  # truncated importance weights trainer/sampler per token
-    traj_ids: list[np.ndarray] | None = None    # EPO: trajectory id of each position (-1 off action tokens)
-    entropy_running: float | None = None        # EPO: running average entropy H̄ the band is centred on
 
 
 @dataclass

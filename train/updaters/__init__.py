@@ -4,9 +4,9 @@ One updater is chosen once from the config (`updater_for`), and a config that as
 does not do is refused at load with the option's name and the fix (`refuse_unsupported`, called by
 `TrainConfig`), never trained without it:
   - token_ppo   free generation (rollout.action_mode=generate): clipped PPO over the generated tokens
-                (train/update.py), with every option of the algorithm section.
+                (train/updaters/token_ppo.py), with every option of the algorithm section.
   - choice_ppo  admissible mode: clipped PPO over the renormalised distribution of the env's admissible
-                actions, one ratio per turn (train/choice.py); critic-free turn advantages, clip and
+                actions, one ratio per turn (train/updaters/choice_ppo.py); critic-free turn advantages, clip and
                 entropy bonus only.
 Room is left for more (an off-policy ArCHer updater, an asynchronous one): each adds its entry and its
 refusals here.

@@ -18,7 +18,7 @@ import torch
 
 from agentgym.train.config import TrainConfig
 from agentgym.train.setup import Components
-from agentgym.train.targets import turn_advantages
+from agentgym.train.estimators.targets import turn_advantages
 from agentgym.trajectory import Trajectory, TurnTable
 
 

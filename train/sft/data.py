@@ -60,7 +60,7 @@ class ExpertPolicy(ScriptedPolicy):
                  seed: int = 0):
         super().__init__(lambda ctx: expert_command(ctx.env, which), chat)
         # sft.objective=choice: prompt ids -> (every admissible action's ids, the expert's index), the record
-        # an AdmissiblePolicy keeps, so train/choice.py can pair each turn with what it chose among
+        # an AdmissiblePolicy keeps, so train/updaters/choice_ppo.py can pair each turn with what it chose among
         self.record_choices = record_choices
         self.choices: dict[tuple[int, ...], tuple[list[list[int]], int]] = {}
         # sft.expert_noise: play a random admissible action this often but keep the expert's as the label,
@@ -124,7 +124,7 @@ def expert_samples(config: Any, chat: Any) -> tuple[list[Sample], dict[str, floa
 def expert_choice_sequences(config: Any, chat: Any) -> tuple[list[Any], dict[str, float]]:
     """sft.objective=choice: the demonstrations as `train.choice.ChoiceSequence`s, each turn paired with the
     admissible actions the expert chose among and its label (the records RL's choice update uses)."""
-    from agentgym.train.choice import choice_sequences
+    from agentgym.train.updaters.choice_ppo import choice_sequences
 
     s = config.sft
     expert = ExpertPolicy(chat, s.expert, record_choices=True, noise=s.expert_noise, seed=s.seed_start)

@@ -62,7 +62,7 @@ def answer_logprobs(model: Any, contexts: Sequence[Sequence[int]], probe: Sequen
     import torch
 
     from agentgym.train.samples import Sample, micro_batches
-    from agentgym.train.update import forward
+    from agentgym.train.updaters.token_ppo import forward
 
     samples = []
     for ctx in contexts:

@@ -10,7 +10,7 @@ An entry names the estimator and says what it needs:
 
 Adding an estimator is one `register_estimator(...)` call and its test: the config accepts the name,
 `agentgym train --options` lists it, the trainer runs it. The built-ins below name their functions in
-train/targets.py as "module:function" strings, so validating a config imports no torch.
+train/estimators/targets.py as "module:function" strings, so validating a config imports no torch.
 
     from agentgym.train.estimators import register_estimator
     register_estimator("mean_baseline", turn_advantages=lambda cfg, table, trajs, penalty: ...,
@@ -89,7 +89,7 @@ def get_estimator(name: str) -> Estimator:
     raise ConfigError(f"algorithm.estimator={name!r} is not a registered estimator.{hint} Known: {', '.join(known)}")
 
 
-_T = "agentgym.train.targets:"
+_T = "agentgym.train.estimators.targets:"
 register_estimator("gigpo", turn_advantages=_T + "gigpo_turns", needs_groups=True,
                    doc="GiGPO: episode advantage (GRPO) + step_weight x the turn's return normalised among turns "
                        "of the group that act from the same anchor state")

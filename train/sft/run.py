@@ -1,10 +1,10 @@
 """Supervised warm start (behaviour cloning) before RL: `agentgym sft CONFIG|PRESET [key=value ...]`.
 
     from agentgym.train.config import load_config
-    from agentgym.train.sft import sft
+    from agentgym.train.sft.run import sft
     ckpt = sft(load_config("quickstart_cpu"))     # -> RUN_DIR/sft/ckpt-N (a checkpoint: policy / RL start)
 
-Samples come from `train/sft_data.py` (expert demonstrations played through the rollout engine, an
+Samples come from `train/sft/data.py` (expert demonstrations played through the rollout engine, an
 eval's successful episodes, or chat transcripts) in the rollout's own layout and chat template. The
 loss is the mean negative log-likelihood of the assistant's tokens only, computed with the trainer's
 own forward pass (logits at action positions only); or, with `sft.objective=choice`, the cross-entropy of
@@ -47,7 +47,7 @@ def nll_step(model: Any, samples: Sequence[Any], index: Sequence[int], micro: in
              ) -> tuple[float, int]:
     """Backward of the token-mean NLL over the action tokens of samples[index]; (loss, action tokens)."""
     from agentgym.train.samples import micro_batches
-    from agentgym.train.update import forward
+    from agentgym.train.updaters.token_ppo import forward
 
     tokens = sum(int(samples[i].mask[1:].sum()) for i in index)
     total = 0.0
@@ -63,7 +63,7 @@ def choice_step(model: Any, seqs: Sequence[Any], index: Sequence[int], device: A
     """Backward of the turn-mean cross-entropy of the expert's action among each turn's admissible actions
     (sft.objective=choice); (loss, turns, turns where the expert's action already scored best)."""
     torch = require("torch", "hf")
-    from agentgym.train.choice import sequence_choice_logprobs
+    from agentgym.train.updaters.choice_ppo import sequence_choice_logprobs
 
     turns = sum(len(seqs[i].turns) for i in index)
     total, best = 0.0, 0
@@ -108,13 +108,13 @@ class SFTRun:
 
     def run(self) -> Path:
         from agentgym.train.checkpoint import save_checkpoint, write_json
-        from agentgym.train.sft_data import build_sft_samples
+        from agentgym.train.sft.data import build_sft_samples
 
         cfg, s = self.cfg, self.cfg.sft
         write_json(self.run_dir / "config.json", cfg.to_dict())
         t0 = time.perf_counter()
         if s.objective == "choice":
-            from agentgym.train.sft_data import expert_choice_sequences
+            from agentgym.train.sft.data import expert_choice_sequences
 
             samples, stats = expert_choice_sequences(cfg, self.chat)
             head = {"samples": len(samples), "tokens": int(sum(len(x.ids) for x in samples))}

@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     from agentgym.train.config import load_config
 
     config = load_config(args.config, args.overrides)
-    from agentgym.train.sft import sft, sft_run_dir
+    from agentgym.train.sft.run import sft, sft_run_dir
 
     ckpt = sft(config)
     run_dir = sft_run_dir(config)

@@ -3,7 +3,7 @@
 A turn's advantage goes to every action token of that turn. Turn-level GAE reads the critic at the
 position just before each turn's first action token (the state acted from) and trains it there only;
 bi-level GAE reads and trains it at every action token. The built-in estimators register here, in
-train/estimators.py's registry, which config validation, the CLI and the trainer read.
+train/estimators/__init__.py's registry, which config validation, the CLI and the trainer read.
 """
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from agentgym.train import advantages as A
+from agentgym.train.estimators import advantages as A
 from agentgym.train.config import AlgorithmSection
 from agentgym.train.estimators import get_estimator
-from agentgym.train.samples import Sample
-from agentgym.train.update import Scored, Targets
+from agentgym.train.batch import Sample, Scored, Targets
 from agentgym.trajectory import Trajectory, TurnTable
 
 
