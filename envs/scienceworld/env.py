@@ -146,8 +146,10 @@ class ScienceWorldEnv(TextEnv):
             pool = self.variations(options.get("split", self.split))
             index = seed if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
             variation = pool[index % len(pool)]
+        self._loaded = None  # a fresh load every episode: nothing of the last one carries over
         self._load(variation)
         server = self._sim.server
+        seed_simulator(self._simulator(), variation)  # reset() draws again: from the same seed
         server.reset()
         look = str(server.step("look around"))
         self._variation, self._history, self._score, self._done = variation, [], 0, False
@@ -224,12 +226,7 @@ class ScienceWorldEnv(TextEnv):
         """Admissible actions and anchor from the simulator; `refresh=False` reuses the last ones (an
         action the parser rejected leaves the simulator's state as it was)."""
         if refresh or self._cached is None:
-            server = self._sim.server
-            actions = sorted(str(a) for a in server.getValidActionObjectCombinations()) \
-                if self.valid_actions and not self._done else []
-            anchor = "\n".join((self.task_id, f"score {self._score}", str(server.freeActionLook()),
-                                str(server.freeActionInventory())))
-            self._cached = (actions, anchor)
+            self._cached = self._query_state()
         actions, anchor = self._cached
         if self.list_actions and actions:
             obs += "\nValid actions: " + ", ".join(actions)
@@ -239,6 +236,15 @@ class ScienceWorldEnv(TextEnv):
             info["anchor"] = anchor
         self._last_obs = obs
         return obs, self.finish_info(obs, info)
+
+    def _query_state(self) -> tuple[list[str], str]:
+        """(admissible actions, anchor) of the simulator's current state."""
+        server = self._sim.server
+        actions = sorted(str(a) for a in server.getValidActionObjectCombinations()) \
+            if self.valid_actions and not self._done else []
+        anchor = "\n".join((self.task_id, f"score {self._score}", str(server.freeActionLook()),
+                            str(server.freeActionInventory())))
+        return actions, anchor
 
     # ------------------------------------------------------------------ oracle
     def oracle_plan(self) -> list[str]:
@@ -253,13 +259,22 @@ class ScienceWorldEnv(TextEnv):
         return _remaining(self._history, [command_text(g) for g in self._gold or []], self._awaiting_choice)
 
     def _reload_with_gold_path(self) -> None:
-        """Load the variation again with its gold path and replay this episode's accepted commands."""
-        self._load(self._variation, gold=True)
+        """Load the variation again with its gold path and replay this episode's accepted commands, asking
+        the simulator what an episode asks after each (its valid actions, look, inventory): the simulator
+        names objects as it is asked about them ("blue paint" / "blue paint in wood cup"), so a replay that
+        skipped the questions left a world that answered the next step differently."""
+        variation = int(self._variation or 0)  # oracle_plan asks only once an episode started
+        self._load(variation, gold=True)
         server = self._sim.server
+        seed_simulator(self._simulator(), variation)  # as _reset does
         server.reset()
         server.step("look around")
+        self._cached = self._query_state()
         for command in self._history:
-            self._awaiting_choice = str(server.step(command)).startswith(_AMBIGUOUS)
+            text = str(server.step(command))
+            self._awaiting_choice = text.startswith(_AMBIGUOUS)
+            if not text.startswith(_INVALID):
+                self._cached = self._query_state()
 
     def oracle_action(self) -> str | None:
         plan = self.oracle_plan()

@@ -61,15 +61,21 @@ class MiniWoBEnv(BrowserEnv):
         self.page.evaluate("([seed, mode, ms]) => { core.EPISODE_MAX_TIME = ms; Math.seedrandom(seed); "
                            "core.setDataMode(mode); core.startEpisodeReal(); }",
                            [str(self.seed_used), self.data_mode, NO_TIMER_MS])
+        page = self._open_page()
         for _ in range(100):    # some tasks build their problem asynchronously, on timers
-            if self.page.evaluate("() => WOB_TASK_READY"):
+            if page.evaluate("() => WOB_TASK_READY"):
                 break
-            self.page.clock("run_for", 20)
-        self.page.clock("run_for", STEP_MS)
-        self.task = str(self.page.evaluate("() => core.getUtterance()"))
+            page.clock("run_for", 20)
+        page.clock("run_for", STEP_MS)
+        self.task = str(page.evaluate("() => core.getUtterance()"))
 
     def after_action(self) -> None:
-        self.page.clock("run_for", STEP_MS)
+        self._open_page().clock("run_for", STEP_MS)
+
+    def _open_page(self) -> Any:
+        if self.page is None:
+            raise RuntimeError("call reset() before step()")
+        return self.page
 
     def score(self) -> tuple[dict[str, float], bool, bool]:
         done, raw = self.page.evaluate("() => [WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL]")
