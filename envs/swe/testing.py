@@ -59,6 +59,8 @@ def run_pytest(sandbox: Sandbox, targets: list[str] | tuple[str, ...] = (), time
                extra: str = "", plugins: tuple[str, ...] = ()) -> TestRun:
     """Run pytest on test ids / paths (all tests when empty) inside the sandbox; `plugins`: modules to load."""
     loads = " ".join(f"-p {shlex.quote(p)}" for p in plugins)
+    if "pytest_cov.plugin" in plugins:  # installed only so the config's --cov options parse: measure nothing
+        loads += " --no-cov"
     command = f"{SRC_LAYOUT}{PYTEST} {loads} {extra} {' '.join(shlex.quote(t) for t in targets)}".strip()
     # a big suite's -rA summary (one line per test; subtests add progress lines) is read whole: ids parse from it
     result = sandbox.exec(command, timeout_s=timeout_s, max_output=PYTEST_OUTPUT)

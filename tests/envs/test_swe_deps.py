@@ -162,3 +162,12 @@ def test_a_missing_requirements_folder_is_a_config_error(shapes, tmp_path):
     (tmp_path / "tasks.jsonl").write_text(json.dumps(row) + "\n")
     with pytest.raises(ConfigError, match="requirements folder .* is missing"):
         agentgym.make("agentgym/SWE-Mini-v0", tasks=str(tmp_path / "tasks.jsonl"), backend="bwrap")
+
+
+def test_addopts_with_cov_options_need_pytest_cov(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n\n[tool.pytest.ini_options]\n'
+                                             'addopts = "--cov=p --cov-report=term-missing"\n')
+    reqs = read_test_requirements(str(tmp_path))
+    assert reqs.names == ("pytest-cov",) and reqs.sources == ("pytest addopts (--cov)",)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\noptional-dependencies.test = ["pytest-cov"]\n')
+    assert read_test_requirements(str(tmp_path)).names == ()  # not needed: coverage tools stay out
