@@ -29,6 +29,15 @@ class TestRun:
     def passed(self, test_id: str) -> bool:
         return self.statuses.get(test_id) in ("PASSED", "XFAIL")
 
+    def not_broken(self, test_id: str) -> bool:
+        """Passed, or skipped by the sandbox it ran in (a tool one back end lacks: humanize's i18n tests skip
+        without xgettext in the Docker image); a PASS_TO_PASS test counts as kept when this holds. pytest folds
+        skips into one line per location, so a skipped id is absent from a summary that has no collection error."""
+        status = self.statuses.get(test_id)
+        if status is None:
+            return bool(self.statuses) and not self.collection_error and not self.exec_result.timed_out
+        return status in ("PASSED", "XFAIL", "SKIPPED")
+
     @property
     def collection_error(self) -> bool:
         return "ERROR collecting" in self.output or "errors during collection" in self.output
