@@ -2,7 +2,8 @@
 
 agentgym/SWE-Mini-v0 runs tasks synthesised from the mini repositories shipped here (fast);
 agentgym/SWE-Lib-v0 runs tasks synthesised from real libraries' sdists (inflection, toolz), downloaded
-with pip and made once at first use. `auto` prefers Docker; SWE-Mini-Bwrap-v0 (or `backend="bwrap"`)
+with pip and made once at first use; `tasks="corpus"` adds five more libraries (two held out as the test split),
+their test requirements installed at preparation time. `auto` prefers Docker; SWE-Mini-Bwrap-v0 (or `backend="bwrap"`)
 needs no daemon. `SWEEnv(tasks="path/to/tasks.jsonl")` runs `agentgym swe make-tasks` output or SWE-bench
 instances. See envs/swe/README.md.
 """

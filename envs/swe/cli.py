@@ -33,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = sub.add_parser("prepare", help="download the library sdists and make their tasks (cached)")
     p.add_argument("--backend", default="auto", choices=("auto", "docker", "bwrap"))
     p.add_argument("--corpus", action="store_true",
-                   help="the corpus (tasks='corpus': 8 libraries, 2 held out as the test split) instead of SWE-Lib's 2")
+                   help="the corpus (tasks='corpus': 7 libraries, 2 held out as the test split) instead of SWE-Lib's 2")
     p.add_argument("--only", default=None, help="with --corpus: comma-separated library names to prepare")
     p.set_defaults(func=cmd_prepare)
     swe.set_defaults(func=lambda args: (swe.print_help(), 2)[1])

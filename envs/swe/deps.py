@@ -171,14 +171,32 @@ def read_test_requirements(repo_dir: str) -> Requirements:
         reqs += _extras(repo_dir, tox_extras)
     sources += ["tox.ini"] if tox_deps or tox_extras else []
     own_name = (own or "").lower().replace("_", "-")
+    needs_cov = _addopts_use_cov(repo_dir)  # pytest refuses unknown --cov options: the plugin must be there
+    if needs_cov:
+        reqs.append("pytest-cov")
+        sources.append("pytest addopts (--cov)")
     kept, names = [], set()
     for req in reqs:
         name = _name(req)
-        if not name or name == own_name or NOT_FOR_TESTS.match(name) or req in names:
+        if not name or name == own_name or (NOT_FOR_TESTS.match(name) and not (needs_cov and name == "pytest-cov")) \
+                or req in names:
             continue
         names.add(req)
         kept.append(req.strip())
     return Requirements(tuple(kept), tuple(sources))
+
+
+def _addopts_use_cov(repo_dir: str) -> bool:
+    """Whether the pytest config's addopts pass --cov options (pyproject, pytest.ini, setup.cfg, tox.ini)."""
+    for name in ("pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini"):
+        try:
+            with open(os.path.join(repo_dir, name), encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        if re.search(r"^\s*addopts\s*=.*--cov", text, re.M):
+            return True
+    return False
 
 
 def _extras(repo_dir: str, names: list[str]) -> list[str]:

@@ -29,8 +29,10 @@ TASKS_PER_LIBRARY = 8
 # The corpus (`tasks="corpus"`): more libraries from the package index, none shipped here, their test requirements
 # installed at preparation time (humanize needs freezegun and pytest>=9, python-slugify text-unidecode). The held-out
 # ones form the `test` split, so an agent is evaluated on repositories it never trained on.
-CORPUS = (("inflection", "0.5.1"), ("toolz", "0.12.1"), ("humanize", "4.17.0"), ("more-itertools", "11.2.1"),
-          ("cachetools", "8.0.1"), ("python-slugify", "9.2.0"), ("parse", "1.22.4"), ("six", "1.17.0"))
+# (more-itertools 11.2.1 was tried and left out: its concurrency tests start threads past the sandbox's 1 GB
+# address space and crash pytest now and then, so no baseline is stable.)
+CORPUS = (("inflection", "0.5.1"), ("toolz", "0.12.1"), ("humanize", "4.17.0"), ("cachetools", "8.0.1"),
+          ("python-slugify", "9.2.0"), ("parse", "1.22.4"), ("six", "1.17.0"))
 HELD_OUT = ("parse", "python-slugify")
 TASKS_PER_CORPUS_LIBRARY = 20
 TASKS_VERSION = "v2"  # bump when the synthesiser's rules change: cached task files of older rules are not read

@@ -30,15 +30,23 @@ def sandbox_dirs() -> set[str]:
     return set(os.listdir(ROOT)) if os.path.isdir(ROOT) else set()
 
 
-def containers() -> set[str]:
+def containers(pid: int) -> list[str]:
+    """Containers (running or not) made by the process `pid` (sandboxes label their owner host:pid:start)."""
     from agentgym.tools.sandbox.docker import client
 
-    return {c.id for c in client().containers.list(all=True, filters={"label": LABEL})}
+    owner = f"{os.uname().nodename}:{pid}:"
+    return [c.id for c in client().containers.list(all=True, filters={"label": LABEL})
+            if c.labels.get(f"{LABEL}.owner", "").startswith(owner)]
 
 
 def make_tasks(path: str, backend: str, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-P", "-m", "agentgym", "swe", "make-tasks", path, "--backend", backend,
-                           "--no-deps", "--max-tasks", "2", *extra], capture_output=True, text=True, timeout=300)
+    argv = [sys.executable, "-P", "-m", "agentgym", "swe", "make-tasks", path, "--backend", backend, "--no-deps",
+            "--max-tasks", "2", *extra]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        out, err = proc.communicate(timeout=300)
+    done = subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    done.pid = proc.pid  # type: ignore[attr-defined]
+    return done
 
 
 CASES = {
@@ -58,12 +66,15 @@ def test_bad_repository_gets_one_line_and_leaves_nothing(tmp_path, backend, case
         pytest.skip(f"{backend} sandbox unavailable: {problem}")
     tests, extra, reason = CASES[case]
     path = repo(tmp_path, case, tests)
-    before = sandbox_dirs(), containers() if backend == "docker" else set()
+    before = sandbox_dirs()
     done = make_tasks(path, backend, *extra)
     assert done.returncode == 2, done.stderr
     errors = [line for line in done.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and reason in errors[0] and "Traceback" not in done.stderr, done.stderr
-    assert (sandbox_dirs(), containers() if backend == "docker" else set()) == before
+    pid_tag = f"{os.uname().nodename}_{done.pid}_"  # bwrap workspaces are named after their owner too
+    assert not [d for d in sandbox_dirs() - before if d.startswith(pid_tag)]
+    if backend == "docker":
+        assert containers(done.pid) == []
     assert not os.path.exists(tmp_path / f"{case}-tasks")  # no output folder for a refused repository
 
 
@@ -77,7 +88,9 @@ def test_a_50_mb_file_is_refused_before_any_sandbox(tmp_path):
     assert done.stderr.strip().splitlines() == [
         "agentgym swe: error: data.bin is 50.0 MB, over the 20 MB a sandboxed file may have; remove it (data, an "
         "archive?) from a copy of the repository and run again"]
-    assert sandbox_dirs() == before
+    assert not [d for d in sandbox_dirs() - before if d.startswith(f"{os.uname().nodename}_{done.pid}_")]
+    if not backend_problem("docker"):
+        assert containers(done.pid) == []
 
 
 def test_not_a_directory_and_bad_options_are_one_line(tmp_path):

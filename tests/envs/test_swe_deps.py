@@ -162,3 +162,42 @@ def test_a_missing_requirements_folder_is_a_config_error(shapes, tmp_path):
     (tmp_path / "tasks.jsonl").write_text(json.dumps(row) + "\n")
     with pytest.raises(ConfigError, match="requirements folder .* is missing"):
         agentgym.make("agentgym/SWE-Mini-v0", tasks=str(tmp_path / "tasks.jsonl"), backend="bwrap")
+
+
+def test_addopts_with_cov_options_need_pytest_cov(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\n\n[tool.pytest.ini_options]\n'
+                                             'addopts = "--cov=p --cov-report=term-missing"\n')
+    reqs = read_test_requirements(str(tmp_path))
+    assert reqs.names == ("pytest-cov",) and reqs.sources == ("pytest addopts (--cov)",)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\noptional-dependencies.test = ["pytest-cov"]\n')
+    assert read_test_requirements(str(tmp_path)).names == ()  # not needed: coverage tools stay out
+
+
+def test_library_tasks_carry_their_repositorys_split(tmp_path, monkeypatch):
+    """The corpus holds whole repositories out: a held-out library's tasks are all `test`, read back from the cache
+    as such, and `reset(options={"split": "test"})` draws only from them."""
+    if backend_problem("bwrap"):
+        pytest.skip(f"bwrap sandbox unavailable: {backend_problem('bwrap')}")
+    import shutil
+
+    from agentgym.envs.swe import sources
+
+    monkeypatch.setenv("AGENTGYM_CACHE", str(tmp_path / "cache"))
+    copies = {}
+    for name in ("intervals", "textkit"):
+        copies[name] = str(tmp_path / name)
+        shutil.copytree(os.path.join(sources.MINI_DIR, name), copies[name])
+    monkeypatch.setattr(sources, "download_sdist", lambda name, version: copies[name])
+    held = sources.library_tasks("intervals", "0", "bwrap", max_tasks=2, split="test")
+    kept = sources.library_tasks("textkit", "0", "bwrap", max_tasks=2, split="train")
+    assert {t.split for t in held} == {"test"} and {t.split for t in kept} == {"train"}
+    assert [t.split for t in sources.library_tasks("intervals", "0", "bwrap", max_tasks=2, split="test")] == \
+        ["test", "test"]  # from the cache
+    path = tmp_path / "mixed.jsonl"
+    save_tasks([*held, *kept], str(path))
+    env = agentgym.make("agentgym/SWE-Mini-v0", tasks=str(path), backend="bwrap")
+    try:
+        drawn = {env.reset(seed=s, options={"split": "test"})[1]["task_id"] for s in range(6)}
+    finally:
+        env.close()
+    assert drawn <= {t.instance_id for t in held}

@@ -221,3 +221,16 @@ def test_a_task_whose_repository_lives_in_a_docker_image(tmp_path):
         assert terminated and info["success"]
     finally:
         env.close()
+
+
+def test_a_test_the_sandbox_skips_is_not_broken_but_a_failure_is():
+    from agentgym.envs.swe.testing import TestRun, parse_statuses
+    from agentgym.tools.sandbox import ExecResult
+
+    out = ("=== short test summary info ===\nPASSED t.py::test_a\nFAILED t.py::test_b - assert 1 == 2\n"
+           "SKIPPED [1] t.py:9: requires xgettext\n")
+    run = TestRun(parse_statuses(out), out, ExecResult(1, out, 1.0))
+    assert run.not_broken("t.py::test_a") and run.not_broken("t.py::test_c")  # test_c: skipped (folded)
+    assert not run.not_broken("t.py::test_b") and not run.passed("t.py::test_c")
+    broken = out + "ERROR collecting t.py\n"
+    assert not TestRun(parse_statuses(broken), broken, ExecResult(2, broken, 1.0)).not_broken("t.py::test_c")
