@@ -240,7 +240,10 @@ class SWEEnv(ToolEnv):
         assert self.task is not None
         newly = [t for t in self.task.fail_to_pass if run.passed(t) and t not in self._passed_ever]
         self._passed_ever.update(newly)
-        ok = all(run.passed(t) for t in self.task.fail_to_pass) and all(run.not_broken(t) for t in self.task.pass_to_pass)
+        # A test this sandbox skips (a module one back end lacks: six's moved-module tests without tkinter in the
+        # Docker image) cannot be checked here: every other FAIL_TO_PASS test must pass, and at least one must run.
+        ok = all(run.not_broken(t) for t in (*self.task.fail_to_pass, *self.task.pass_to_pass)) and \
+            any(run.passed(t) for t in self.task.fail_to_pass)
         return ok and not run.exec_result.timed_out, newly
 
     # ------------------------------------------------------------------ tools
