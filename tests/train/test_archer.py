@@ -106,6 +106,17 @@ def test_a_soft_update_moves_the_target_by_tau(learner):
         assert torch.allclose(target, torch.as_tensor(want, dtype=target.dtype), atol=1e-6)
 
 
+def test_the_critic_reads_the_decoder_as_the_full_model_would(learner):
+    """The heads read the decoder's last hidden state, which equals the causal LM's last hidden state (the LM
+    head's logits are skipped, not changed)."""
+    import torch
+
+    ids, att = torch.tensor([[4, 5, 6, 7]]), torch.ones(1, 4, dtype=torch.long)
+    with torch.no_grad():
+        full = learner.critic.backbone(input_ids=ids, attention_mask=att, output_hidden_states=True).hidden_states[-1]
+        assert torch.allclose(learner.critic.last_hidden(ids, att), full.float(), atol=1e-6)
+
+
 def test_td_targets_come_from_the_target_critic(learner):
     import torch
 

@@ -49,12 +49,19 @@ class ArcherCritic(nn.Module):
         for i, s in enumerate(sequences):
             ids[i, :len(s)] = torch.as_tensor(list(s), dtype=torch.long)
             att[i, :len(s)] = 1
-        out = self.backbone(input_ids=ids.to(device), attention_mask=att.to(device), output_hidden_states=True)
-        hidden = out.hidden_states[-1].float()
+        hidden = self.last_hidden(ids.to(device), att.to(device))
         rows = torch.arange(len(sequences), device=hidden.device)
         q = self.heads(hidden[rows, torch.as_tensor(list(q_at), device=hidden.device)])[:, :2]
         v = self.heads(hidden[rows, torch.as_tensor(list(v_at), device=hidden.device)])[:, 2:]
         return q, v
+
+    def last_hidden(self, ids: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
+        """The backbone's last hidden states [B, T, H] (after its final norm). The decoder stack alone where the
+        model has one: the LM head's [B, T, vocab] logits (1.6 GB for 8 x 1k tokens of SmolLM2) are never used."""
+        decoder: Any = self.backbone.get_decoder() if hasattr(self.backbone, "get_decoder") else None
+        if decoder is not None:
+            return decoder(input_ids=ids, attention_mask=att).last_hidden_state.float()
+        return self.backbone(input_ids=ids, attention_mask=att, output_hidden_states=True).hidden_states[-1].float()
 
     def heads_of(self, records: Sequence[TurnRecord], pad_id: int, device: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """(Q(s, a), V(s)) of each record's state and action, from one forward over state + action."""
