@@ -58,10 +58,10 @@ class ArcherCritic(nn.Module):
     def last_hidden(self, ids: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
         """The backbone's last hidden states [B, T, H] (after its final norm). The decoder stack alone where the
         model has one: the LM head's [B, T, vocab] logits (1.6 GB for 8 x 1k tokens of SmolLM2) are never used."""
-        decoder: Any = self.backbone.get_decoder() if hasattr(self.backbone, "get_decoder") else None
-        if decoder is not None:
-            return decoder(input_ids=ids, attention_mask=att).last_hidden_state.float()
-        return self.backbone(input_ids=ids, attention_mask=att, output_hidden_states=True).hidden_states[-1].float()
+        backbone: Any = self.backbone
+        if hasattr(backbone, "get_decoder"):
+            return backbone.get_decoder()(input_ids=ids, attention_mask=att).last_hidden_state.float()
+        return backbone(input_ids=ids, attention_mask=att, output_hidden_states=True).hidden_states[-1].float()
 
     def heads_of(self, records: Sequence[TurnRecord], pad_id: int, device: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """(Q(s, a), V(s)) of each record's state and action, from one forward over state + action."""
