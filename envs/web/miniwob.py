@@ -51,7 +51,9 @@ class MiniWoBEnv(BrowserEnv):
         page = super()._ensure_page()
         if not page.virtual_time:  # once per page: the clock persists across loads
             page.clock("install", time=EPOCH)
-            page.clock("pause_at", EPOCH)
+            # the installed clock flows until paused: pause well ahead of it (EPOCH itself may be past by
+            # now, "Cannot fast-forward to the past"); set_system_time below moves it back to EPOCH
+            page.clock("pause_at", EPOCH + datetime.timedelta(days=1))
             page.virtual_time = True
         page.clock("set_system_time", EPOCH)  # this episode's page loads at the same instant as every other
         return page
