@@ -101,6 +101,7 @@ if [[ $TEST == 1 ]]; then
   step "sandboxes for the SWE envs: docker.io + dockerd + the local base image, bubblewrap (cached)"
   bash scripts/start_dockerd.sh
   step "local package sources for the install test in a Debian root filesystem (cached under ~/.cache/agentgym)"
+  command -v dpkg-scanpackages >/dev/null || apt_install dpkg-dev   # it indexes the local apt repository
   bash scripts/prepare_install_test.sh || echo "could not prepare them; tests/test_install_debian.py will skip"
   step "SWE library tasks (sdists from the package index, cached under ~/.cache/agentgym/swe)"
   "$PY" -m agentgym swe prepare || echo "could not prepare the SWE library tasks; their tests will make them"
