@@ -103,6 +103,12 @@ def as_missing_dependency(exc: BaseException) -> MissingDependencyError | None:
     return None
 
 
+def _gymnasium_failure(name: str, exc: Exception) -> Exception:
+    """What a failing Gymnasium check becomes: the missing dependency it reveals, else a CheckError naming it."""
+    missing = as_missing_dependency(exc)
+    return missing if missing is not None else CheckError(f"[gymnasium] {name}: {type(exc).__name__}: {exc}")
+
+
 def _guard(check: str, fn: Callable[[], Any]) -> Any:
     """Run env code; any exception but a missing dependency becomes a CheckError naming the check."""
     try:
@@ -171,10 +177,7 @@ def check_gymnasium(env: gym.Env, seed: int = 0) -> tuple[str, ...]:
             except MissingDependencyError:
                 raise
             except Exception as exc:
-                missing = as_missing_dependency(exc)
-                if missing is not None:
-                    raise missing from exc
-                raise CheckError(f"[gymnasium] {name}: {type(exc).__name__}: {exc}") from exc
+                raise _gymnasium_failure(name, exc) from exc
     return tuple(dict.fromkeys(str(w.message) for w in caught))
 
 
@@ -353,10 +356,7 @@ def check_same_seed_same_task(env: gym.Env, seed: int = 123, steps: int = 3) -> 
         except (MissingDependencyError, CheckError):
             raise
         except Exception as exc:
-            missing = as_missing_dependency(exc)
-            if missing is not None:
-                raise missing from exc
-            raise CheckError(f"[gymnasium] {name}: {type(exc).__name__}: {exc}") from exc
+            raise _gymnasium_failure(name, exc) from exc
     first = _play(env, seed, steps)
     _compare(first, _play(env, seed, steps, first.actions), seed, "the same instance reset again")
 
