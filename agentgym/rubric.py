@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import pickle
 import re
 import string
 from concurrent.futures import ThreadPoolExecutor
@@ -330,6 +331,20 @@ class RubricWrapper(gym.Wrapper):
 
     def render(self):
         return self.env.render()
+
+    def snapshot(self) -> bytes:
+        """The inner env's snapshot and this episode's record so far (the rubric scores every step of it)."""
+        from agentgym.snapshot import snapshot
+
+        return pickle.dumps((snapshot(self.env), self._task, self._reset_info, self._steps),
+                            protocol=pickle.HIGHEST_PROTOCOL)
+
+    def restore(self, data: bytes) -> None:
+        from agentgym.snapshot import restore
+
+        inner, self._task, self._reset_info, steps = pickle.loads(data)
+        self._steps = list(steps)
+        restore(self.env, inner)
 
 
 DEMO_RUBRIC = ({"name": "solved", "fn": "success", "weight": 1.0},
