@@ -80,6 +80,7 @@ class Generation:
     finish_reason: str  # "stop" | "length" | "error"
     error: str | None = None
     choice: Choice | None = field(default=None, kw_only=True)  # set by policies that choose among given actions
+    policy_version: int = field(default=0, kw_only=True)  # the weights' version that generated it (async training)
 
 
 @runtime_checkable

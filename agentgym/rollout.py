@@ -195,7 +195,8 @@ class _Engine:
                     terminated=result.terminated, truncated=result.truncated, finish_reason=gen.finish_reason,
                     tool_calls=len(tool_results), tool_errors=sum(not getattr(r, "ok", True) for r in tool_results),
                     generate_s=generate_s, env_s=result.seconds, info=_turn_extras(info),
-                    history=history_keys(ep.turns, self.config.history_key_depth), choice=gen.choice)
+                    history=history_keys(ep.turns, self.config.history_key_depth), choice=gen.choice,
+                    policy_version=gen.policy_version)
         ep.turns.append(turn)
         ep.success = bool(info.get("success", False))
         ep.obs = self.chat.truncate_observation(result.obs, self.config.max_observation_tokens)

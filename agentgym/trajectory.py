@@ -44,6 +44,8 @@ class Turn:
     info: dict[str, Any] = field(default_factory=dict)  # JSON-safe extras (admissible actions count, ...)
     history: tuple[str, ...] = ()         # history[k-1]: hash of the last k turns' context (HGPO's groups)
     choice: Choice | None = None          # the actions it chose among, when its policy chose (admissible mode)
+    policy_version: int = 0               # the weights' version that generated it (train.mode=async: an episode
+                                          # may span versions when new weights arrive between its turns)
 
     def to_dict(self) -> dict[str, Any]:
         """Ready for `json.dumps`; shallow (unlike `asdict`, no deep copy of the token tuples), so read it, don't

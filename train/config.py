@@ -21,7 +21,7 @@ from agentgym.policy import SamplingParams
 from agentgym.rollout import RolloutConfig
 from agentgym.train.algorithm import AlgorithmSection, MOVED_ALGORITHM_KEYS  # noqa: F401  (re-exported)
 from agentgym.train.estimators import get_estimator
-from agentgym.train.updaters import refuse_unsupported
+from agentgym.train.updaters import refuse_unsupported, updater_for
 from agentgym.train.sft.config import SFTSection
 
 
@@ -269,8 +269,24 @@ class TrainSection:
     push_weights: bool = True
     """Send the updated weights to a rollout engine with its own copy (vLLM) after each update. false is a
     fault injection for the stale_weights guard (the engine keeps its initial weights), never for real runs."""
+    mode: Literal["sync", "async"] = "sync"
+    """sync: roll out a batch, update, push weights, repeat. async: rollout workers keep playing episodes with
+    the newest weights they have while the trainer updates on finished ones (train/async_rl.py, README "Async RL")."""
+    max_staleness: int = 1
+    """Async: η, how many updates ahead of the weights a rollout may start; an episode whose oldest turn is more
+    than η versions old is dropped or kept, as `staleness` says. η = 0 with one worker is the sync loop exactly."""
+    staleness: Literal["drop", "correct"] = "drop"
+    """Async: what happens to an episode more than max_staleness versions old: dropped, or trained with the
+    decoupled PPO weight min(π_prox / π_behav, algorithm.loss.tis_cap) like every async episode."""
+    rollout_workers: int = 1
+    """Async: rollout threads, each playing `groups_per_rollout` groups at a time."""
+    groups_per_rollout: int = 0
+    """Async: groups a rollout worker plays in one call (0: rollout.groups; 1: each task as soon as it can)."""
 
     def __post_init__(self) -> None:
+        _check(self.max_staleness >= 0, f"train.max_staleness must be >= 0, got {self.max_staleness}")
+        _check(self.rollout_workers >= 1 and self.groups_per_rollout >= 0,
+               "train.rollout_workers must be >= 1 and train.groups_per_rollout >= 0")
         _check(self.iterations >= 1, f"train.iterations must be >= 1, got {self.iterations}")
         _check(self.verify_samples >= 0, f"train.verify_samples must be >= 0, got {self.verify_samples}")
         _check(self.ppo_epochs >= 1 and self.mini_batches >= 1 and self.micro_batch_size >= 1,
@@ -341,9 +357,32 @@ class TrainConfig:
                "train.push_weights=false only applies to a rollout engine with its own weights (model.policy=vllm:...); "
                "the HF policy generates with the trained module itself")
 
+        if self.train.mode == "async":
+            _check_async(self)
+
     def to_dict(self) -> dict[str, Any]:
         """The options as a nested dict (what `load_config` reads back); derived fields left out."""
         return _options_dict(self)
+
+
+def _check_async(cfg: TrainConfig) -> None:
+    """What train.mode=async cannot serve, refused with its fix."""
+    t, m, a = cfg.train, cfg.model, cfg.algorithm
+    fix = "or set train.mode=sync"
+    _check(t.distributed == "none", f"train.mode=async trains in one process: set train.distributed=none {fix}")
+    _check(updater_for(cfg).name == "token_ppo", f"train.mode=async runs the token PPO updater, not "
+           f"{updater_for(cfg).name}: use rollout.action_mode=generate and an estimator other than archer {fix}")
+    _check(not a.dynamic_sampling, f"train.mode=async takes finished groups as they come: set "
+                                   f"algorithm.dynamic_sampling=false {fix}")
+    _check(a.loss.tis_cap is not None, "train.mode=async trains with decoupled PPO, whose behaviour weight is capped "
+                                       f"by algorithm.loss.tis_cap: set it (e.g. 2.0) {fix}")
+    _check(t.groups_per_rollout <= cfg.rollout.groups,
+           f"train.groups_per_rollout must be <= rollout.groups ({cfg.rollout.groups}), got {t.groups_per_rollout}")
+    if m.policy.startswith("vllm:"):
+        _check(cfg.rollout.sleep_level == 0, "train.mode=async keeps the vLLM engine generating while the trainer "
+                                             f"updates: set rollout.sleep_level=0 {fix}")
+        _check(not m.lora.enabled, f"train.mode=async pushes full weights to the vLLM engine: set "
+                                   f"model.lora.enabled=false {fix}")
 
 
 def _options_dict(section: Any) -> dict[str, Any]:

@@ -114,7 +114,10 @@ class Trainer:
         self.health: list[dict[str, float]] = []  # per iteration: the figures the collapse trends read
         self.guard_details: dict[str, str] = {}  # an example a guard's message quotes (the first token mismatch)
         self.reward_range = config.train.guardrails.reward_range or self.c.reward_range
-        self._resume()  # every rank restores the same state in place (DDP holds the same module)
+        self.async_side: Any = None  # train.mode=async: the rollout workers (train/async_rl.py)
+        pending = self._resume()  # every rank restores the same state in place (DDP holds the same module)
+        if config.train.mode == "async":
+            self.async_side = self._async_rollouts(pending)
         lg = config.logging
         self.writer = None
         if self.is_main:
@@ -140,8 +143,9 @@ class Trainer:
                                               history_key_depth=max(self.cfg.rollout.history_key_depth,
                                                                     self.cfg.algorithm.hgpo.levels))
 
-    def _rollout(self, seeds: list[int], group_size: int, config: RolloutConfig, split: str) -> list[Trajectory]:
-        return rollout(self.env_id, self.policy, self.chat, seeds, group_size, config,
+    def _rollout(self, seeds: list[int], group_size: int, config: RolloutConfig, split: str,
+                 policy: Any = None) -> list[Trajectory]:
+        return rollout(self.env_id, self.policy if policy is None else policy, self.chat, seeds, group_size, config,
                        env_kwargs=dict(self.cfg.rollout.env_kwargs) or None, start_group_id=seeds[0],
                        reset_options={"split": split})
 
@@ -179,6 +183,35 @@ class Trainer:
         return batch, first, {**stats, "groups_kept": float(min(len(kept), r.groups)), "groups_dropped": float(dropped),
                               "refill_rounds": float(rounds - 1)}
 
+    def _async_rollouts(self, pending: list[list[Trajectory]]) -> Any:
+        """The rollout workers of train.mode=async: a vLLM engine takes the published weights itself; the HF
+        policy generates with its own copy of the model, so the trainer can update while it plays."""
+        from agentgym.train.async_rl import AsyncRollouts, VersionedPolicy, WeightBox
+
+        t = self.cfg.train
+        inner = self.policy if self._separate_policy() else make_policy(self.cfg, copy.deepcopy(self.model),
+                                                                         self.tokenizer)
+        return AsyncRollouts(VersionedPolicy(inner, WeightBox(self.iteration)), self._play_async,
+                             groups=self.cfg.rollout.groups, chunk=t.groups_per_rollout, workers=t.rollout_workers,
+                             max_staleness=t.max_staleness, next_seed=self.next_seed, iteration=self.iteration,
+                             pending=pending)
+
+    def _play_async(self, seeds: list[int], policy: Any, version: int) -> list[Trajectory]:
+        """One rollout worker's chunk: the groups of `seeds`, played as the sync trainer plays a batch."""
+        config = self._rollout_config(turn_cap(self.cfg, version), self.cfg.rollout.temperature, self.cfg.train.seed)
+        return self._rollout(seeds, self.cfg.rollout.group_size, config, "train", policy)
+
+    def collect_async(self) -> tuple[list[Trajectory], list[Trajectory], dict[str, float]]:
+        """(training batch, the batch before drops, stats): rollout.groups finished groups off the queue."""
+        groups, stats = self.async_side.take(self.iteration, self.cfg.train.staleness == "drop")
+        first = [t for g in groups for t in g]
+        stats.update(reward_sanity(first, self.reward_range))
+        if self.group_rewards:
+            first = apply_group_rewards(first, self.group_rewards)
+        trajs, failed = drop_failed(first, min(2, self.cfg.rollout.group_size))
+        trajs, mixed = drop_mixed_groups(trajs)
+        return trajs, first, {**stats, **failed, "groups_not_one_task": float(mixed)}
+
     def verify_tokens(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
         """Rollout token ids must equal the tokenisation of the rendered conversation: every sample (or
         train.verify_samples drawn at random, late turns included) is checked, and the share that does not
@@ -197,7 +230,9 @@ class Trainer:
     def step(self) -> dict[str, Any]:
         it, cfg = self.iteration, self.cfg
         t0 = time.perf_counter()
-        if self.dist is None:
+        if self.async_side is not None:
+            batch, first, drop_stats = self.collect_async()
+        elif self.dist is None:
             batch, first, drop_stats = self.collect(it)
         else:  # rank 0 rolls out for all ranks
             collected = (*self.collect(it), self.next_seed) if self.is_main else None
@@ -236,7 +271,8 @@ class Trainer:
             self._push_weights()
             metrics["time/push_weights"] = time.perf_counter() - push_start
             metrics.update(stats.as_metrics())
-            metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.loss.tis_cap))
+            metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.loss.tis_cap,
+                                       self._fresh_tokens(batch, samples)))
             masks = [s.mask[1:] for s in samples]  # the no_signal guard's finer figures
             metrics.update(signal_figures(batch, [s.row[1:][m] for s, m in zip(samples, masks)],
                                           [a[m] for a, m in zip(targets.advantages, masks)]))
@@ -248,6 +284,8 @@ class Trainer:
         metrics.update(trends(self.health, cfg.train.guardrails.collapse_window))
         self._check_health(metrics, [name for name in GUARDS if name not in BEFORE_UPDATE])
         self.iteration += 1
+        if self.async_side is not None:  # the staleness gate lets the workers one batch further
+            self.async_side.advance(self.iteration)
         return metrics
 
     def _archer_step(self, batch: list[Trajectory], samples: list[Sample], metrics: dict[str, Any]) -> None:
@@ -267,6 +305,14 @@ class Trainer:
         metrics["time/push_weights"] = time.perf_counter() - push_start
         metrics.update(stats.as_metrics())
         metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.loss.tis_cap))
+
+    def _fresh_tokens(self, batch: Sequence[Trajectory], samples: Sequence[Sample]) -> list[np.ndarray] | None:
+        """Async: per sample, the action positions generated by the current weights. Only these must match the
+        trainer's log-probs (the stale_weights guard); older turns differ by design and are weighted instead."""
+        if self.async_side is None:
+            return None
+        versions = np.array([t.policy_version for tr in batch for t in tr.turns], dtype=np.int64)
+        return [versions[np.maximum(s.row[1:], 0)] == self.iteration for s in samples]
 
     def _check_health(self, metrics: dict[str, Any], names: Sequence[str]) -> None:
         """The run-health guardrails `names` (train/guardrails.py): warn, or stop with the cause and the fix."""
@@ -317,6 +363,12 @@ class Trainer:
         A LoRA model sends just its adapter where the policy takes one (vLLM's LoRARequest). Under fsdp
         every rank joins the gather into rank 0's unsharded copy, which is the rollout model or the source."""
         model = self.model
+        if self.async_side is not None:  # the rollout side swaps them in between turns
+            from agentgym.train.async_rl import weight_snapshot
+
+            if self.cfg.train.push_weights:
+                self.async_side.policy.box.publish(weight_snapshot(model), self.iteration + 1)
+            return
         if D.is_fsdp(self.dist):
             model = D.sync_full_copy(self.dist, self.model)
             if model is None or self.policy.model is model:
@@ -342,7 +394,8 @@ class Trainer:
         e = self.cfg.eval
         seeds = list(range(e.seed_start, e.seed_start + e.seeds))
         config = self._rollout_config(turn_cap(self.cfg, self.iteration), e.temperature, self.cfg.train.seed)
-        return rollout_metrics(self._rollout(seeds, 1, config, e.split), prefix="eval/")
+        policy = self.async_side.policy if self.async_side is not None else None  # one generate at a time
+        return rollout_metrics(self._rollout(seeds, 1, config, e.split, policy), prefix="eval/")
 
     # ------------------------------------------------------------------ loop, checkpoints
     def run(self) -> None:
@@ -364,6 +417,9 @@ class Trainer:
                  "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                  "critic": self.critic.state_dict() if self.critic is not None and not sharded else None,
                  "archer": self.archer.state_dict() if self.archer is not None else None}
+        if self.async_side is not None:  # finished groups not yet trained are kept; the seeds move past all claimed
+            pending, state["next_seed"] = self.async_side.pending()
+            state["async_pending"] = [[t.to_dict() for t in g] for g in pending]
         if self.dist is None:
             return ck.save_checkpoint(self.run_dir, self.iteration, self.model, self.tokenizer, state,
                                       self.cfg.checkpoint.keep)
@@ -379,10 +435,12 @@ class Trainer:
         D.barrier(self.dist)
         return ckpt
 
-    def _resume(self) -> None:
+    def _resume(self) -> list[list[Trajectory]]:
+        """Restore the latest checkpoint's state in place; returns the finished, untrained groups an async run
+        had queued."""
         ckpt = ck.find_checkpoint(self.cfg.checkpoint.resume, self.run_dir)
         if ckpt is None:
-            return
+            return []
         state = ck.load_state(ckpt)
         sharded = self.dist is not None and (ckpt / "dcp").is_dir()
         if state["optimizer"] is None and not sharded:
@@ -409,8 +467,11 @@ class Trainer:
             _truncate_metrics(self.run_dir / "metrics.jsonl", self.iteration)
             _truncate_metrics(self.run_dir / "rollouts.jsonl", self.iteration)
         self._push_weights()  # a rollout engine with its own copy still holds the initial weights
+        return [[Trajectory.from_dict(t) for t in g] for g in state.get("async_pending") or ()]
 
     def close(self) -> None:
+        if getattr(self, "async_side", None) is not None:
+            self.async_side.stop()
         if self.writer is not None:
             self.writer.close()
         D.shutdown(getattr(self, "dist", None))
@@ -453,20 +514,25 @@ def host_memory() -> dict[str, float]:
             "memory/peak_rss_self_gib": peak_self}
 
 
-def batch_stats(samples: Sequence[Sample], scored: Scored, targets: Targets, tis_cap: float | None = None
-                ) -> dict[str, float]:
+def batch_stats(samples: Sequence[Sample], scored: Scored, targets: Targets, tis_cap: float | None = None,
+                fresh: Sequence[np.ndarray] | None = None) -> dict[str, float]:
     """Advantage spread; how far the sampler's log-probs are from the trainer's (both at the sampling
-    temperature), the truncated importance weights and overlong masking."""
+    temperature; only over the `fresh` positions when given: async turns of the current weights), the
+    truncated importance weights and overlong masking."""
     masks = [s.mask[1:] for s in samples]
+    same = masks if fresh is None else [m & f for m, f in zip(masks, fresh)]
     adv = np.concatenate([a[m] for a, m in zip(targets.advantages, masks)]) if samples else np.zeros(0)
     diff = np.concatenate([np.abs(o[m] - s.rollout_logprobs[1:][m]) for o, s, m
-                           in zip(scored.old_logprobs, samples, masks)]) if samples else np.zeros(0)
+                           in zip(scored.old_logprobs, samples, same)]) if samples else np.zeros(0)
     diff = diff[np.isfinite(diff)]  # a sampler may not report some log-probs (NaN)
     out = {"advantage_mean": float(adv.mean()) if adv.size else 0.0,
            "advantage_std": float(adv.std()) if adv.size else 0.0,
            "zero_advantage_share": float(np.mean(adv == 0)) if adv.size else 0.0,
            "logprob_diff": float(diff.mean()) if diff.size else 0.0,
            "logprob_diff_max": float(diff.max()) if diff.size else 0.0, "samples": float(len(samples))}
+    if fresh is not None:
+        n = sum(int(m.sum()) for m in masks)
+        out["async/fresh_token_share"] = sum(int(m.sum()) for m in same) / n if n else 0.0
     if targets.is_weights is not None and adv.size:
         w = np.concatenate([w[m] for w, m in zip(targets.is_weights, masks)])
         out.update({"tis/weight_mean": float(w.mean()), "tis/weight_min": float(w.min()),

@@ -12,6 +12,15 @@ Clipped surrogate: L = max(−A r, −A clip(r, 1−ε_low, 1+ε_high)); dual cl
 −c·A for A < 0. KL to a reference: k1 = log π − log π_ref, k3 = exp(log π_ref − log π) − (log π_ref −
 log π) − 1 (Schulman's unbiased, non-negative estimator).
 
+Decoupled PPO (AReaL, for train.mode=async, where a turn may come from weights several updates old):
+    J = E_{a ~ π_behav} [ w · min(r·A, clip(r, 1−ε_low, 1+ε_high)·A) ],
+    r = π_θ(a) / π_prox(a),   w = min(π_prox(a) / π_behav(a), cap)
+π_prox is the proximal policy, the trainer's weights at the start of the update (the no-grad scoring pass), so
+the clip keeps each update near the current policy however stale the data; π_behav is the version that generated
+the turn (its log-probs recorded at generation) and enters only through the no-gradient weight w, capped as
+truncated IS is (algorithm.loss.tis_cap). With fresh data π_behav = π_prox up to kernel noise and it is plain PPO
+with TIS (`decoupled_ppo_loss`; the trainer gets the same weights from `targets.truncated_is_weights`).
+
 Aggregation (`agg`), with `denom` letting gradient accumulation divide by the whole batch's count:
     token-mean            Σ x·m / Σ m
     seq-mean-token-mean   mean over samples of (Σ_j x·m / Σ_j m)
@@ -20,6 +29,7 @@ Aggregation (`agg`), with `denom` letting gradient accumulation divide by the wh
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -120,6 +130,30 @@ def ppo_policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantag
         approx_kl = (torch.exp(d) - d - 1).sum() / n
         stats = (clipped.sum() / n).item(), approx_kl.item(), (ratio[m].sum() / n).item()
     return PolicyLossOut(aggregate(per_token, mask, agg, denom), *stats)
+
+
+def behaviour_weights(proximal_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, mask: torch.Tensor,
+                      cap: float) -> torch.Tensor:
+    """Decoupled PPO's w = min(π_prox / π_behav, cap) per token, no gradient; 1 off `mask` and where the
+    behaviour policy reported no log-prob (NaN)."""
+    if cap < 1.0:
+        raise ValueError(f"the behaviour weight cap must be >= 1 (e.g. 2.0), got {cap}")
+    known = mask.bool() & torch.isfinite(behaviour_logprobs)
+    diff = torch.where(known, proximal_logprobs - torch.nan_to_num(behaviour_logprobs), torch.zeros_like(mask))
+    return torch.exp(diff.clamp(max=math.log(cap))).detach()
+
+
+def decoupled_ppo_loss(logprobs: torch.Tensor, proximal_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor,
+                       advantages: torch.Tensor, mask: torch.Tensor, *, cap: float, clip_low: float = 0.2,
+                       clip_high: float = 0.2, dual_clip: float | None = None, ratio_level: RatioLevel = "token",
+                       segments: torch.Tensor | None = None, agg: Agg = "token-mean",
+                       denom: float | None = None) -> PolicyLossOut:
+    """AReaL's decoupled PPO (module docstring): the clipped surrogate of π_θ against the proximal policy,
+    weighted by the capped behaviour importance weight min(π_prox / π_behav, cap)."""
+    w = behaviour_weights(proximal_logprobs, behaviour_logprobs, mask, cap)
+    return ppo_policy_loss(logprobs, proximal_logprobs, advantages, mask, clip_low=clip_low, clip_high=clip_high,
+                           dual_clip=dual_clip, ratio_level=ratio_level, segments=segments, agg=agg, denom=denom,
+                           weights=w)
 
 
 def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
