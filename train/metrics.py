@@ -60,7 +60,8 @@ def write_rollouts(run_dir: Path, iteration: int, trajectories: Sequence[Traject
             f.write(json.dumps({"iteration": iteration, "env": t.env_id, "seed": t.seed, "group": t.group_id,
                                 "success": t.success, "return": t.total_reward, "end": t.end_reason,
                                 "first_observation": t.first_observation[:2000],
-                                "turns": [{"action": k.action[:2000], "reward": k.reward, "valid": k.valid}
+                                "turns": [{"action": k.action[:2000], "reward": k.reward, "valid": k.valid,
+                                           "policy_version": k.policy_version}
                                           for k in t.turns]}) + "\n")
 
 
