@@ -103,6 +103,7 @@ class AsyncRollouts:
                  max_staleness: int, next_seed: int, iteration: int,
                  pending: Sequence[Sequence[Trajectory]] = ()):
         self.policy, self.play = policy, play
+        self.play_policy: Any = policy  # what the workers generate with (a wrapper may add simulated latency)
         self.groups, self.chunk, self.workers, self.eta = groups, chunk or groups, workers, max_staleness
         self.next_seed, self.iteration = next_seed, iteration
         self.queue: deque[list[Trajectory]] = deque(list(g) for g in pending)
@@ -148,7 +149,7 @@ class AsyncRollouts:
                 return
             seeds, version = claimed
             try:
-                trajectories = self.play(seeds, self.policy, version)
+                trajectories = self.play(seeds, self.play_policy, version)
             except Exception as exc:  # this chunk's episodes are lost; the worker goes on with the next one
                 self._lose(len(seeds), f"{type(exc).__name__}: {exc}")
                 continue

@@ -241,6 +241,7 @@ class Trainer:
         if self.is_main:
             write_rollouts(self.run_dir, it, first)
         metrics: dict[str, Any] = {**rollout_metrics(first), **drop_stats, "max_turns": turn_cap(cfg, it) or 0,
+                                   "episodes_trained": float(len(batch)),
                                    **rollout_health(first)}
         if callable(getattr(self.policy, "scoring_stats", None)):  # admissible actions: what scoring cost
             metrics.update({f"rollout_scoring/{k}": v for k, v in self.policy.scoring_stats().items()})

@@ -88,3 +88,50 @@ def test_entropy_and_token_logprobs():
     logits = torch.tensor([[[2.0, 0.0]]])
     lp = L.token_logprobs(logits, torch.tensor([[0]]), temperature=2.0)  # softmax(1, 0)[0]
     assert lp.item() == pytest.approx(1 - math.log(math.e + 1))
+
+
+# ------------------------------------------------------------------------------ decoupled PPO (async)
+
+def test_decoupled_ppo_is_the_clipped_surrogate_against_the_proximal_policy_weighted_by_the_capped_behaviour_ratio():
+    import numpy as np
+
+    from agentgym.train.estimators.targets import truncated_is_weights
+    from agentgym.train.updaters.losses import behaviour_weights, decoupled_ppo_loss, ppo_policy_loss
+
+    g = torch.Generator().manual_seed(0)
+    prox = -torch.rand(3, 5, generator=g, dtype=torch.float64) * 2
+    behav = prox + torch.randn(3, 5, generator=g, dtype=torch.float64)  # a stale behaviour policy
+    behav[0, 1] = float("nan")  # a sampler that reported no log-prob there: weight 1
+    logp = (prox + 0.1 * torch.randn(3, 5, generator=g, dtype=torch.float64)).requires_grad_()
+    adv = torch.randn(3, 5, generator=g, dtype=torch.float64)
+    mask = torch.ones(3, 5, dtype=torch.float64)
+    mask[2, 3:] = 0
+    w = behaviour_weights(prox, behav, mask, cap=2.0)
+    expected = torch.exp(torch.clamp(prox - behav, max=np.log(2.0)))
+    expected[0, 1] = 1.0
+    expected[2, 3:] = 1.0
+    assert torch.allclose(w, expected) and float(w.max()) <= 2.0 + 1e-12
+    # the trainer's numpy path (targets.truncated_is_weights on the scored and the rollout log-probs) agrees
+    np_w = truncated_is_weights(prox.numpy(), behav.numpy(), mask.numpy().astype(bool), 2.0)
+    assert np.allclose(np_w, w.numpy())
+    out = decoupled_ppo_loss(logp, prox, behav, adv, mask, cap=2.0, clip_low=0.2, clip_high=0.28)
+    ref = ppo_policy_loss(logp, prox, adv, mask, clip_low=0.2, clip_high=0.28, weights=expected)
+    assert torch.allclose(out.loss, ref.loss)
+    # by hand: mean over masked tokens of w * max(-A r, -A clip(r))
+    r = torch.exp(logp - prox)
+    by_hand = (expected * torch.maximum(-adv * r, -adv * r.clamp(0.8, 1.28)) * mask).sum() / mask.sum()
+    assert torch.allclose(out.loss, by_hand)
+    out.loss.backward()  # the gradient flows through π_θ only; the weight is a constant
+    assert logp.grad is not None and not w.requires_grad
+
+
+def test_decoupled_ppo_with_fresh_data_is_plain_ppo_and_a_cap_below_one_is_refused():
+    from agentgym.train.updaters.losses import behaviour_weights, decoupled_ppo_loss, ppo_policy_loss
+
+    prox = torch.tensor([[-1.0, -2.0, -0.5]])
+    logp = torch.tensor([[-0.9, -2.2, -0.4]])
+    adv, mask = torch.tensor([[1.0, -1.0, 0.5]]), torch.ones(1, 3)
+    out = decoupled_ppo_loss(logp, prox, prox.clone(), adv, mask, cap=2.0)
+    assert torch.allclose(out.loss, ppo_policy_loss(logp, prox, adv, mask).loss)
+    with pytest.raises(ValueError, match="cap"):
+        behaviour_weights(prox, prox, mask, cap=0.5)

@@ -1,0 +1,196 @@
+"""Sync vs async RL side by side in one run: samples/s, idle fractions, learning per sample.
+
+    python benchmarks/async_rl.py                 # all three parts
+    python benchmarks/async_rl.py --parts tail    # (a) the simulated long tail only; also: real, duration
+
+Every run trains the tiny 2-layer Llama (`toy_learning` preset: the one-word key-door env) from the same init
+and seeds for the same number of iterations, so each run trains the same number of episodes.
+
+(a) tail: a simulated long tail. The rollout policy waits a heavy-tailed time after generating each turn
+    (Pareto, alpha 1.5: most turns are short, a few are very long, as a multi-turn agent's generations and
+    tool calls are), requests in flight overlap as in a batching server; each env step sleeps a variable time.
+    sync waits for its slowest episode every iteration; async (one worker per group, a group at a time,
+    η = max_staleness) keeps the same number of episodes in flight all the time.
+(b) real: the same without simulated waits: the HF tiny model generating in the rollout threads while the
+    trainer updates a separate copy.
+(c) duration: a constructed env where the best action is slow (the step that opens the door sleeps): async
+    with staleness=drop throws away the slow, successful groups, staleness=correct keeps them with the decoupled
+    PPO weight; each episode's wall time is recorded (Trajectory.wall_s, async/episode_wall_s_*).
+
+Printed per run: episodes trained per second of wall time, the trainer's idle share (waiting for a batch),
+the rollout side's idle share (sync: the update's share of the wall time; async: the workers' time waiting at
+the staleness gate), mean staleness, mean training success over the run and greedy eval success at the end.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+
+TAIL_ENV = "bench/KeyDoor-SlowSteps-v0"
+SLOW_BEST_ENV = "bench/KeyDoor-SlowBest-v0"
+
+
+class LongTailPolicy:
+    """Generates with `inner`, then waits a Pareto-distributed time per request (seeded by the request's own
+    seed, so sync and async runs draw the same waits for the same turn). Waits overlap (asyncio)."""
+
+    def __init__(self, inner: Any, scale_s: float, alpha: float = 1.5, cap_s: float = 4.0):
+        self.inner, self.scale_s, self.alpha, self.cap_s = inner, scale_s, alpha, cap_s
+        self.model = getattr(inner, "model", None)
+        self.max_context = getattr(inner, "max_context", None)
+
+    def __getattr__(self, name: str) -> Any:  # update_weights, sleep, close, chat_format, box ... of the inner one
+        return getattr(self.inner, name)
+
+    def _wait(self, requests: Any) -> float:
+        waits = [min(self.cap_s, self.scale_s * random.Random(r.sampling.seed).paretovariate(self.alpha))
+                 for r in requests]
+        return max(waits, default=0.0)
+
+    def generate(self, requests: Any) -> Any:
+        gens = self.inner.generate(requests)
+        time.sleep(self._wait(requests))
+        return gens
+
+    async def agenerate(self, requests: Any) -> Any:
+        gens = await asyncio.to_thread(self.inner.generate, requests)
+        await asyncio.sleep(self._wait(requests))
+        return gens
+
+
+def register_envs(step_s: float, slow_best_s: float) -> None:
+    from agentgym.envs.toy.oneword import OneWordKeyDoor
+    from agentgym.registration import register
+
+    class SlowSteps(OneWordKeyDoor):
+        """Each step sleeps uniform(0, 2 step_s), drawn from the episode's seed and turn."""
+
+        def reset(self, *, seed: int | None = None, options: Any = None):
+            self._rng = random.Random(seed)
+            return super().reset(seed=seed, options=options)
+
+        def step(self, action: str):
+            time.sleep(self._rng.uniform(0.0, 2 * step_s))
+            return super().step(action)
+
+    class SlowBest(OneWordKeyDoor):
+        """The step that solves the task (opening the door with the key) takes `slow_best_s`; others are instant."""
+
+        def step(self, action: str):
+            out = super().step(action)
+            if out[4].get("success"):
+                time.sleep(slow_best_s)
+            return out
+
+    register(TAIL_ENV, SlowSteps, max_turns=8, override=True)
+    register(SLOW_BEST_ENV, SlowBest, max_turns=8, override=True)
+
+
+BASE = ["rollout.async_mode=true", "rollout.executor=thread", "rollout.max_inflight_batches=64",
+        "algorithm.loss.tis_cap=2.0", "logging.progress=false", "eval.every=0", "train.verify_tokens=false"]
+
+
+def run_one(name: str, out: Path, overrides: list[str], tail_scale_s: float, iterations: int) -> dict[str, float]:
+    from agentgym.train.config import load_config
+    from agentgym.train.metrics import read_metrics
+    from agentgym.train.trainer import Trainer
+
+    cfg = load_config("toy_learning", [f"train.run_dir={out / name}", f"train.iterations={iterations}",
+                                       *BASE, *overrides])
+    trainer = Trainer(cfg)
+    if tail_scale_s:
+        if trainer.async_side is not None:
+            trainer.async_side.play_policy = LongTailPolicy(trainer.async_side.policy, tail_scale_s)
+        else:
+            trainer.policy = LongTailPolicy(trainer.policy, tail_scale_s)
+    t0 = time.perf_counter()
+    try:
+        trainer.run()
+        wall = time.perf_counter() - t0
+        if trainer.async_side is not None:
+            trainer.async_side.play_policy = trainer.async_side.policy  # eval without the simulated waits
+        else:
+            trainer.policy = getattr(trainer.policy, "inner", trainer.policy)
+        final = trainer.evaluate()["eval/success"]
+    finally:
+        trainer.close()
+    return summarise(read_metrics(out / name), wall, final, cfg.train.rollout_workers if cfg.train.mode == "async"
+                     else 0)
+
+
+def summarise(metrics: list[dict[str, Any]], wall: float, final: float, workers: int) -> dict[str, float]:
+    trained = sum(m["episodes_trained"] for m in metrics)  # a sample = one episode trained on
+    if workers:  # async: the trainer waits in take(); the workers wait at the gate (cumulative figure)
+        trainer_idle = sum(m["async/trainer_wait_s"] for m in metrics) / wall
+        rollout_idle = metrics[-1]["async/gate_wait_s"] / (workers * wall)
+        stale = sum(m["async/staleness_mean"] for m in metrics) / len(metrics)
+    else:  # sync: each side waits while the other works
+        trainer_idle = sum(m["time/rollout"] for m in metrics) / wall
+        rollout_idle = sum(m["time/train"] for m in metrics) / wall
+        stale = 0.0
+    return {"wall_s": wall, "samples": trained, "samples_per_s": trained / wall,
+            "trainer_idle": trainer_idle, "rollout_idle": rollout_idle, "staleness": stale,
+            "train_success": sum(m["success"] for m in metrics) / len(metrics), "eval_success": final}
+
+
+def table(title: str, rows: dict[str, dict[str, float]], base: str) -> None:
+    print(f"\n{title}")
+    print(f"{'run':28s} {'wall s':>7s} {'samples':>8s} {'samples/s':>9s} {'x sync':>6s} {'trainer idle':>12s} "
+          f"{'rollout idle':>12s} {'staleness':>9s} {'train succ':>10s} {'eval succ':>9s}")
+    for name, r in rows.items():
+        speed = r["samples_per_s"] / rows[base]["samples_per_s"] if base in rows else float("nan")
+        print(f"{name:28s} {r['wall_s']:7.1f} {r['samples']:8.0f} {r['samples_per_s']:9.1f} {speed:6.2f} "
+              f"{r['trainer_idle']:12.2f} {r['rollout_idle']:12.2f} {r['staleness']:9.2f} {r['train_success']:10.2f} "
+              f"{r['eval_success']:9.2f}")
+
+
+def async_overrides(eta: int, groups: int, staleness: str = "drop") -> list[str]:
+    return ["train.mode=async", f"train.max_staleness={eta}", f"train.staleness={staleness}",
+            f"train.rollout_workers={groups}", "train.groups_per_rollout=1"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--parts", nargs="+", default=["tail", "real", "duration"], choices=["tail", "real", "duration"])
+    ap.add_argument("--iterations", type=int, default=12)
+    ap.add_argument("--groups", type=int, default=8)
+    ap.add_argument("--tail-scale", type=float, default=0.05, help="Pareto scale of a turn's wait (s)")
+    ap.add_argument("--step-s", type=float, default=0.05, help="mean env step sleep (s), long-tail part")
+    ap.add_argument("--slow-best-s", type=float, default=1.5, help="sleep of the solving step (s), duration part")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="runs/bench_async_rl")
+    args = ap.parse_args()
+    register_envs(args.step_s, args.slow_best_s)
+    out = Path(args.out)
+    common = [f"rollout.groups={args.groups}", f"train.seed={args.seed}", "train.torch_threads=1"]
+    if "tail" in args.parts:
+        env = [f"rollout.env={TAIL_ENV}", *common]
+        rows = {"sync": run_one("tail-sync", out, env, args.tail_scale, args.iterations)}
+        for eta in (1, 2):
+            rows[f"async eta={eta}"] = run_one(f"tail-async-{eta}", out, env + async_overrides(eta, args.groups),
+                                               args.tail_scale, args.iterations)
+        table(f"(a) simulated long tail: Pareto(1.5) x {args.tail_scale}s per turn, env steps U(0, {2 * args.step_s}s)",
+              rows, "sync")
+    if "real" in args.parts:
+        rows = {"sync": run_one("real-sync", out, common, 0.0, args.iterations)}
+        for eta in (1, 2):
+            rows[f"async eta={eta}"] = run_one(f"real-async-{eta}", out, common + async_overrides(eta, args.groups),
+                                               0.0, args.iterations)
+        table("(b) real: HF tiny model in rollout threads, no simulated waits", rows, "sync")
+    if "duration" in args.parts:
+        env = [f"rollout.env={SLOW_BEST_ENV}", *common]
+        rows = {"sync": run_one("dur-sync", out, env, 0.0, args.iterations)}
+        for staleness in ("drop", "correct"):
+            rows[f"async eta=1 {staleness}"] = run_one(f"dur-async-{staleness}", out,
+                                                       env + async_overrides(1, args.groups, staleness),
+                                                       0.0, args.iterations)
+        table(f"(c) duration-aware: the solving step sleeps {args.slow_best_s}s", rows, "sync")
+
+
+if __name__ == "__main__":
+    main()
