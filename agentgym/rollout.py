@@ -113,6 +113,7 @@ class _Episode:
         self.task_id, self.task = "", ""
         self.ground_truth = ""
         self.t0 = time.perf_counter()
+        self.t_end: float | None = None                      # when it ended (its wall time stops there)
 
     def fail(self, message: str) -> None:
         self.end_reason, self.error = "failed", message
@@ -122,7 +123,7 @@ class _Episode:
                           sample_index=self.sample_index, turns=tuple(self.turns), success=self.success,
                           end_reason=self.end_reason or "failed", task_id=self.task_id, system_prompt=self.system,
                           first_observation=self.first_obs, final_observation=self.final_obs, error=self.error,
-                          wall_s=time.perf_counter() - self.t0, task=self.task, ground_truth=self.ground_truth)
+                          wall_s=(self.t_end or time.perf_counter()) - self.t0, task=self.task, ground_truth=self.ground_truth)
 
 
 class _Engine:
@@ -381,6 +382,7 @@ def rollout(env: str | Callable[[], Any] | EnvPool, policy: Policy, chat: ChatFo
 
 def _finisher(on_trajectory: Callable[[Trajectory], None] | None) -> Callable[[_Episode], None]:
     def finish(ep: _Episode) -> None:
+        ep.t_end = ep.t_end or time.perf_counter()
         if on_trajectory is not None:
             on_trajectory(ep.to_trajectory())
     return finish

@@ -26,7 +26,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +38,41 @@ SLOW_BEST_ENV = "bench/KeyDoor-SlowBest-v0"
 
 
 class LongTailPolicy:
-    """Generates with `inner`, then waits a Pareto-distributed time per request (seeded by the request's own
-    seed, so sync and async runs draw the same waits for the same turn). Waits overlap (asyncio)."""
+    """A batching server in front of `inner`: requests from every episode and thread in flight go to `inner`
+    together (one generate call per round, as continuous batching does), then each caller waits a
+    Pareto-distributed time of its own (seeded by the request's seed, so sync and async runs draw the same wait
+    for the same turn). The waits overlap; only the real generation is serialised."""
 
     def __init__(self, inner: Any, scale_s: float, alpha: float = 1.5, cap_s: float = 4.0):
         self.inner, self.scale_s, self.alpha, self.cap_s = inner, scale_s, alpha, cap_s
         self.model = getattr(inner, "model", None)
         self.max_context = getattr(inner, "max_context", None)
+        self._pending: list[tuple[Any, Future]] = []
+        self._cv = threading.Condition()
+        threading.Thread(target=self._serve, name="bench-batching-server", daemon=True).start()
 
-    def __getattr__(self, name: str) -> Any:  # update_weights, sleep, close, chat_format, box ... of the inner one
+    def __getattr__(self, name: str) -> Any:  # update_weights, sleep, close, chat_format ... of the inner one
         return getattr(self.inner, name)
+
+    def _serve(self) -> None:
+        while True:  # a daemon thread: it ends with the process
+            with self._cv:
+                while not self._pending:
+                    self._cv.wait()
+                batch, self._pending = self._pending, []
+            try:
+                for (_, future), gen in zip(batch, self.inner.generate([r for r, _ in batch])):
+                    future.set_result(gen)
+            except Exception as exc:
+                for _, future in batch:
+                    future.set_exception(exc)
+
+    def _submit(self, requests: Any) -> list[Future]:
+        futures = [Future() for _ in requests]
+        with self._cv:
+            self._pending.extend(zip(requests, futures))
+            self._cv.notify()
+        return futures
 
     def _wait(self, requests: Any) -> float:
         waits = [min(self.cap_s, self.scale_s * random.Random(r.sampling.seed).paretovariate(self.alpha))
@@ -53,12 +80,12 @@ class LongTailPolicy:
         return max(waits, default=0.0)
 
     def generate(self, requests: Any) -> Any:
-        gens = self.inner.generate(requests)
+        gens = [f.result() for f in self._submit(requests)]
         time.sleep(self._wait(requests))
         return gens
 
     async def agenerate(self, requests: Any) -> Any:
-        gens = await asyncio.to_thread(self.inner.generate, requests)
+        gens = [await asyncio.wrap_future(f) for f in self._submit(requests)]
         await asyncio.sleep(self._wait(requests))
         return gens
 
@@ -149,9 +176,9 @@ def table(title: str, rows: dict[str, dict[str, float]], base: str) -> None:
               f"{r['eval_success']:9.2f}")
 
 
-def async_overrides(eta: int, groups: int, staleness: str = "drop") -> list[str]:
+def async_overrides(eta: int, workers: int, staleness: str = "drop") -> list[str]:
     return ["train.mode=async", f"train.max_staleness={eta}", f"train.staleness={staleness}",
-            f"train.rollout_workers={groups}", "train.groups_per_rollout=1"]
+            f"train.rollout_workers={workers}", "train.groups_per_rollout=1"]
 
 
 def main() -> None:
@@ -162,33 +189,35 @@ def main() -> None:
     ap.add_argument("--tail-scale", type=float, default=0.05, help="Pareto scale of a turn's wait (s)")
     ap.add_argument("--step-s", type=float, default=0.05, help="mean env step sleep (s), long-tail part")
     ap.add_argument("--slow-best-s", type=float, default=1.5, help="sleep of the solving step (s), duration part")
+    ap.add_argument("--workers", type=int, default=0, help="async rollout workers, one group each (0: 2 x groups)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="runs/bench_async_rl")
     args = ap.parse_args()
     register_envs(args.step_s, args.slow_best_s)
+    workers = args.workers or 2 * args.groups
     out = Path(args.out)
     common = [f"rollout.groups={args.groups}", f"train.seed={args.seed}", "train.torch_threads=1"]
     if "tail" in args.parts:
         env = [f"rollout.env={TAIL_ENV}", *common]
         rows = {"sync": run_one("tail-sync", out, env, args.tail_scale, args.iterations)}
         for eta in (1, 2):
-            rows[f"async eta={eta}"] = run_one(f"tail-async-{eta}", out, env + async_overrides(eta, args.groups),
+            rows[f"async eta={eta}"] = run_one(f"tail-async-{eta}", out, env + async_overrides(eta, workers),
                                                args.tail_scale, args.iterations)
         table(f"(a) simulated long tail: Pareto(1.5) x {args.tail_scale}s per turn, env steps U(0, {2 * args.step_s}s)",
               rows, "sync")
     if "real" in args.parts:
         rows = {"sync": run_one("real-sync", out, common, 0.0, args.iterations)}
         for eta in (1, 2):
-            rows[f"async eta={eta}"] = run_one(f"real-async-{eta}", out, common + async_overrides(eta, args.groups),
+            rows[f"async eta={eta}"] = run_one(f"real-async-{eta}", out, common + async_overrides(eta, workers),
                                                0.0, args.iterations)
         table("(b) real: HF tiny model in rollout threads, no simulated waits", rows, "sync")
     if "duration" in args.parts:
         env = [f"rollout.env={SLOW_BEST_ENV}", *common]
         rows = {"sync": run_one("dur-sync", out, env, 0.0, args.iterations)}
-        for staleness in ("drop", "correct"):
-            rows[f"async eta=1 {staleness}"] = run_one(f"dur-async-{staleness}", out,
-                                                       env + async_overrides(1, args.groups, staleness),
-                                                       0.0, args.iterations)
+        for staleness, order in (("drop", "finish"), ("drop", "start"), ("correct", "finish")):
+            rows[f"async eta=1 {staleness} {order}"] = run_one(
+                f"dur-async-{staleness}-{order}", out,
+                env + async_overrides(1, workers, staleness) + [f"train.batch_order={order}"], 0.0, args.iterations)
         table(f"(c) duration-aware: the solving step sleeps {args.slow_best_s}s", rows, "sync")
 
 

@@ -13,6 +13,11 @@ rollout.groups the loop is the synchronous trainer's, step for step. Weights are
 (before a generate call), so an unfinished episode goes on with the new weights and each turn records the
 version that generated it (partial rollouts; `Turn.policy_version`).
 
+Batch order: by default a batch takes groups as they finish, so fast groups overtake slow ones started
+earlier, and with staleness=drop the slow ones are the stale ones dropped: asynchrony then favours fast actions.
+train.batch_order=start (duration-aware) takes groups in the order they were started, waiting for a slow one.
+Each episode's wall time is on its record (Trajectory.wall_s) and the batch's in the async/ metrics.
+
 A worker whose rollout call raises loses that chunk's episodes only (counted, its gate slots freed) and goes
 on with the next chunk; the finished groups still queued are saved with a checkpoint and trained after a
 resume, and the seed counter moves past every group ever claimed, so none is trained twice.
@@ -101,12 +106,16 @@ class AsyncRollouts:
 
     def __init__(self, policy: VersionedPolicy, play: Play, *, groups: int, chunk: int, workers: int,
                  max_staleness: int, next_seed: int, iteration: int,
-                 pending: Sequence[Sequence[Trajectory]] = ()):
+                 pending: Sequence[Sequence[Trajectory]] = (), start_order: bool = False):
         self.policy, self.play = policy, play
         self.play_policy: Any = policy  # what the workers generate with (a wrapper may add simulated latency)
         self.groups, self.chunk, self.workers, self.eta = groups, chunk or groups, workers, max_staleness
         self.next_seed, self.iteration = next_seed, iteration
         self.queue: deque[list[Trajectory]] = deque(list(g) for g in pending)
+        # start order (duration-aware): the trainer takes groups in the order they were claimed, so a fast group
+        # never overtakes a slow one started before it; `outstanding` = claimed (group ids = seeds), not yet taken
+        self.start_order = start_order
+        self.outstanding: set[int] = {g[0].group_id for g in self.queue}
         self.started = iteration * groups + len(self.queue)  # the gate's count: restored groups hold their slots
         self.cond = threading.Condition()
         self.stop_flag = False
@@ -140,6 +149,7 @@ class AsyncRollouts:
             seeds = list(range(self.next_seed, self.next_seed + n))
             self.next_seed += n
             self.started += n
+            self.outstanding.update(seeds)
             return seeds, self.iteration
 
     def _work(self) -> None:
@@ -151,20 +161,25 @@ class AsyncRollouts:
             try:
                 trajectories = self.play(seeds, self.play_policy, version)
             except Exception as exc:  # this chunk's episodes are lost; the worker goes on with the next one
-                self._lose(len(seeds), f"{type(exc).__name__}: {exc}")
+                self._lose(seeds, f"{type(exc).__name__}: {exc}")
                 continue
+            groups = split_groups(trajectories)
+            missing = set(seeds) - {g[0].group_id for g in groups}
+            if missing:
+                self._lose(sorted(missing), "the rollout returned no episode of these groups")
             with self.cond:
-                self.queue.extend(split_groups(trajectories))
+                self.queue.extend(groups)
                 self.cond.notify_all()
 
-    def _lose(self, n_groups: int, error: str) -> None:
+    def _lose(self, seeds: Sequence[int], error: str) -> None:
         with self.cond:
-            self.started -= n_groups  # free the gate's slots, or the trainer would wait for groups never started
-            self.lost_episodes += n_groups
+            self.started -= len(seeds)  # free the gate's slots, or the trainer would wait for groups never started
+            self.outstanding.difference_update(seeds)
+            self.lost_episodes += len(seeds)
             self.errors.append(error)
             self.cond.notify_all()
         if not self.stop_flag:
-            print(f"agentgym train: warning: an async rollout worker lost {n_groups} group(s): {error}",
+            print(f"agentgym train: warning: an async rollout worker lost {len(seeds)} group(s): {error}",
                   file=sys.stderr)
 
     # ------------------------------------------------------------------ trainer side
@@ -194,12 +209,26 @@ class AsyncRollouts:
                       "async/queue_groups": float(len(self.queue))}
 
     def _next_group(self) -> list[Trajectory]:
+        """The next finished group: the first to finish, or (start order) the earliest claimed, once finished."""
         with self.cond:
-            while not self.queue:
+            while True:
+                group = self._pop_next()
+                if group is not None:
+                    self.outstanding.discard(group[0].group_id)
+                    return group
                 if not any(t.is_alive() for t in self.threads):
                     raise RuntimeError("every async rollout worker has stopped: " + "; ".join(self.errors[-3:]))
                 self.cond.wait(timeout=1.0)
-            return self.queue.popleft()
+
+    def _pop_next(self) -> list[Trajectory] | None:
+        if not self.start_order:
+            return self.queue.popleft() if self.queue else None
+        first = min(self.outstanding, default=None)
+        for i, group in enumerate(self.queue):
+            if group[0].group_id == first:
+                del self.queue[i]
+                return group
+        return None
 
     def advance(self, iteration: int) -> None:
         """The trainer finished `iteration` updates: the gate opens one batch further."""

@@ -278,6 +278,9 @@ class TrainSection:
     staleness: Literal["drop", "correct"] = "drop"
     """Async: what happens to an episode more than max_staleness versions old: dropped, or trained with the
     decoupled PPO weight min(π_prox / π_behav, algorithm.loss.tis_cap) like every async episode."""
+    batch_order: Literal["finish", "start"] = "finish"
+    """Async: the groups a batch takes: the first to finish, or (duration-aware) the earliest started, waiting
+    for a slow one rather than letting faster, later groups overtake it (which favours fast actions)."""
     rollout_workers: int = 1
     """Async: rollout threads, each playing `groups_per_rollout` groups at a time."""
     groups_per_rollout: int = 0

@@ -194,7 +194,7 @@ class Trainer:
         return AsyncRollouts(VersionedPolicy(inner, WeightBox(self.iteration)), self._play_async,
                              groups=self.cfg.rollout.groups, chunk=t.groups_per_rollout, workers=t.rollout_workers,
                              max_staleness=t.max_staleness, next_seed=self.next_seed, iteration=self.iteration,
-                             pending=pending)
+                             pending=pending, start_order=t.batch_order == "start")
 
     def _play_async(self, seeds: list[int], policy: Any, version: int) -> list[Trajectory]:
         """One rollout worker's chunk: the groups of `seeds`, played as the sync trainer plays a batch."""

@@ -110,6 +110,22 @@ def test_stale_groups_are_dropped_or_kept_as_configured():
             side.stop()
 
 
+@pytest.mark.parametrize("start_order,first", [(False, 1), (True, 0)])
+def test_start_order_waits_for_a_slow_group_that_finish_order_lets_others_overtake(start_order, first):
+    def play(seeds, policy, version):
+        if seeds == [0]:
+            time.sleep(0.4)  # the slow task (its best action takes long)
+        return [_traj(s, [version]) for s in seeds]
+
+    side = AsyncRollouts(VersionedPolicy(_Recorder(), WeightBox(0)), play, groups=2, chunk=1, workers=2,
+                         max_staleness=0, next_seed=0, iteration=0, start_order=start_order)
+    try:
+        groups, _ = side.take(0, drop_stale=True)
+        assert [g[0].seed for g in groups] == [first, 1 - first]
+    finally:
+        side.stop()
+
+
 @pytest.mark.parametrize("option,message", [
     ("algorithm.loss.tis_cap=null", "tis_cap"), ("algorithm.estimator=archer train.mini_batches=1", "token PPO"),
     ("train.groups_per_rollout=5", "groups_per_rollout"), ("algorithm.dynamic_sampling=true", "dynamic_sampling")])

