@@ -2,6 +2,7 @@
 
     python benchmarks/async_rl.py                 # all three parts
     python benchmarks/async_rl.py --parts tail    # (a) the simulated long tail only; also: real, duration
+    python benchmarks/async_rl.py --iterations 4  # a quick look (no learning yet)
 
 Every run trains the tiny 2-layer Llama (`toy_learning` preset: the one-word key-door env) from the same init
 and seeds for the same number of iterations, so each run trains the same number of episodes.
@@ -9,8 +10,10 @@ and seeds for the same number of iterations, so each run trains the same number 
 (a) tail: a simulated long tail. The rollout policy waits a heavy-tailed time after generating each turn
     (Pareto, alpha 1.5: most turns are short, a few are very long, as a multi-turn agent's generations and
     tool calls are), requests in flight overlap as in a batching server; each env step sleeps a variable time.
-    sync waits for its slowest episode every iteration; async (one worker per group, a group at a time,
-    η = max_staleness) keeps the same number of episodes in flight all the time.
+    sync waits for its slowest episode every iteration, then updates while nothing is generated; async (η =
+    max_staleness) has --workers rollout workers (default 2 x groups), each playing one group at a time, which
+    the staleness gate allows for η >= 1: up to twice sync's episodes in flight, never more than η batches
+    ahead. The last row holds async to sync's concurrency (one worker per group).
 (b) real: the same without simulated waits: the HF tiny model generating in the rollout threads while the
     trainer updates a separate copy.
 (c) duration: a constructed env where the best action is slow (the step that opens the door sleeps): async
@@ -162,7 +165,8 @@ def summarise(metrics: list[dict[str, Any]], wall: float, final: float, workers:
         stale = 0.0
     return {"wall_s": wall, "samples": trained, "samples_per_s": trained / wall,
             "trainer_idle": trainer_idle, "rollout_idle": rollout_idle, "staleness": stale,
-            "train_success": sum(m["success"] for m in metrics) / len(metrics), "eval_success": final}
+            "train_success": sum(m["success"] for m in metrics) / len(metrics), "eval_success": final,
+            "curve": [m["success"] for m in metrics], "dropped": sum(m.get("async/stale_dropped", 0.0) for m in metrics)}
 
 
 def table(title: str, rows: dict[str, dict[str, float]], base: str) -> None:
@@ -174,6 +178,9 @@ def table(title: str, rows: dict[str, dict[str, float]], base: str) -> None:
         print(f"{name:28s} {r['wall_s']:7.1f} {r['samples']:8.0f} {r['samples_per_s']:9.1f} {speed:6.2f} "
               f"{r['trainer_idle']:12.2f} {r['rollout_idle']:12.2f} {r['staleness']:9.2f} {r['train_success']:10.2f} "
               f"{r['eval_success']:9.2f}")
+    print("training success per iteration (the learning curve per sample: every iteration trains the same count)")
+    for name, r in rows.items():
+        print(f"  {name:26s} " + " ".join(f"{x:.2f}" for x in r["curve"]) + f"   stale groups dropped {r['dropped']:.0f}")
 
 
 def async_overrides(eta: int, workers: int, staleness: str = "drop") -> list[str]:
@@ -190,6 +197,9 @@ def main() -> None:
     ap.add_argument("--step-s", type=float, default=0.05, help="mean env step sleep (s), long-tail part")
     ap.add_argument("--slow-best-s", type=float, default=1.5, help="sleep of the solving step (s), duration part")
     ap.add_argument("--workers", type=int, default=0, help="async rollout workers, one group each (0: 2 x groups)")
+    ap.add_argument("--real-workers", type=int, default=2, help="async workers in the real run (b)")
+    ap.add_argument("--real-chunk", type=int, default=4, help="groups per rollout call in the real run (b): "
+                    "on a CPU the HF model generates faster in bigger batches")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="runs/bench_async_rl")
     args = ap.parse_args()
@@ -203,14 +213,18 @@ def main() -> None:
         for eta in (1, 2):
             rows[f"async eta={eta}"] = run_one(f"tail-async-{eta}", out, env + async_overrides(eta, workers),
                                                args.tail_scale, args.iterations)
+        rows[f"async eta=2 {args.groups} workers"] = run_one("tail-async-2-fewer", out,
+                                                            env + async_overrides(2, args.groups),
+                                                            args.tail_scale, args.iterations)
         table(f"(a) simulated long tail: Pareto(1.5) x {args.tail_scale}s per turn, env steps U(0, {2 * args.step_s}s)",
               rows, "sync")
     if "real" in args.parts:
         rows = {"sync": run_one("real-sync", out, common, 0.0, args.iterations)}
         for eta in (1, 2):
-            rows[f"async eta={eta}"] = run_one(f"real-async-{eta}", out, common + async_overrides(eta, workers),
-                                               0.0, args.iterations)
-        table("(b) real: HF tiny model in rollout threads, no simulated waits", rows, "sync")
+            real = async_overrides(eta, args.real_workers) + [f"train.groups_per_rollout={args.real_chunk}"]
+            rows[f"async eta={eta}"] = run_one(f"real-async-{eta}", out, common + real, 0.0, args.iterations)
+        table(f"(b) real: HF tiny model in {args.real_workers} rollout threads ({args.real_chunk} groups a call), "
+              "no simulated waits", rows, "sync")
     if "duration" in args.parts:
         env = [f"rollout.env={SLOW_BEST_ENV}", *common]
         rows = {"sync": run_one("dur-sync", out, env, 0.0, args.iterations)}
