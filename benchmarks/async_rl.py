@@ -15,7 +15,8 @@ and seeds for the same number of iterations, so each run trains the same number 
     the staleness gate allows for η >= 1: up to twice sync's episodes in flight, never more than η batches
     ahead. The last row holds async to sync's concurrency (one worker per group).
 (b) real: the same without simulated waits: the HF tiny model generating in the rollout threads while the
-    trainer updates a separate copy.
+    trainer updates a separate copy; "served" rows put the batching server (no waits) between the workers and
+    the model, so requests of all workers share one generate call, as a vLLM engine would batch them.
 (c) duration: a constructed env where the best action is slow (the step that opens the door sleeps): async
     with staleness=drop throws away the slow, successful groups, staleness=correct keeps them with the decoupled
     PPO weight; each episode's wall time is recorded (Trajectory.wall_s, async/episode_wall_s_*).
@@ -125,7 +126,10 @@ BASE = ["rollout.async_mode=true", "rollout.executor=thread", "rollout.max_infli
         "algorithm.loss.tis_cap=2.0", "logging.progress=false", "eval.every=0", "train.verify_tokens=false"]
 
 
-def run_one(name: str, out: Path, overrides: list[str], tail_scale_s: float, iterations: int) -> dict[str, float]:
+def run_one(name: str, out: Path, overrides: list[str], tail_scale_s: float | None, iterations: int
+            ) -> dict[str, float]:
+    """One training run; `tail_scale_s` not None puts the batching server (with that Pareto scale of waits; 0: no
+    waits) between the rollout side and the model."""
     from agentgym.train.config import load_config
     from agentgym.train.metrics import read_metrics
     from agentgym.train.trainer import Trainer
@@ -133,7 +137,7 @@ def run_one(name: str, out: Path, overrides: list[str], tail_scale_s: float, ite
     cfg = load_config("toy_learning", [f"train.run_dir={out / name}", f"train.iterations={iterations}",
                                        *BASE, *overrides])
     trainer = Trainer(cfg)
-    if tail_scale_s:
+    if tail_scale_s is not None:
         if trainer.async_side is not None:
             trainer.async_side.play_policy = LongTailPolicy(trainer.async_side.policy, tail_scale_s)
         else:
@@ -219,19 +223,21 @@ def main() -> None:
         table(f"(a) simulated long tail: Pareto(1.5) x {args.tail_scale}s per turn, env steps U(0, {2 * args.step_s}s)",
               rows, "sync")
     if "real" in args.parts:
-        rows = {"sync": run_one("real-sync", out, common, 0.0, args.iterations)}
+        rows = {"sync": run_one("real-sync", out, common, None, args.iterations)}
         for eta in (1, 2):
             real = async_overrides(eta, args.real_workers) + [f"train.groups_per_rollout={args.real_chunk}"]
-            rows[f"async eta={eta}"] = run_one(f"real-async-{eta}", out, common + real, 0.0, args.iterations)
+            rows[f"async eta={eta}"] = run_one(f"real-async-{eta}", out, common + real, None, args.iterations)
+            rows[f"async eta={eta}, served"] = run_one(f"real-async-{eta}-served", out,
+                                                      common + async_overrides(eta, workers), 0.0, args.iterations)
         table(f"(b) real: HF tiny model in {args.real_workers} rollout threads ({args.real_chunk} groups a call), "
               "no simulated waits", rows, "sync")
     if "duration" in args.parts:
         env = [f"rollout.env={SLOW_BEST_ENV}", *common]
-        rows = {"sync": run_one("dur-sync", out, env, 0.0, args.iterations)}
+        rows = {"sync": run_one("dur-sync", out, env, None, args.iterations)}
         for staleness, order in (("drop", "finish"), ("drop", "start"), ("correct", "finish")):
             rows[f"async eta=1 {staleness} {order}"] = run_one(
                 f"dur-async-{staleness}-{order}", out,
-                env + async_overrides(1, workers, staleness) + [f"train.batch_order={order}"], 0.0, args.iterations)
+                env + async_overrides(1, workers, staleness) + [f"train.batch_order={order}"], None, args.iterations)
         table(f"(c) duration-aware: the solving step sleeps {args.slow_best_s}s", rows, "sync")
 
 
