@@ -17,9 +17,10 @@ and seeds for the same number of iterations, so each run trains the same number 
 (b) real: the same without simulated waits: the HF tiny model generating in the rollout threads while the
     trainer updates a separate copy; "served" rows put the batching server (no waits) between the workers and
     the model, so requests of all workers share one generate call, as a vLLM engine would batch them.
-(c) duration: a constructed env where the best action is slow (the step that opens the door sleeps): async
-    with staleness=drop throws away the slow, successful groups, staleness=correct keeps them with the decoupled
-    PPO weight; each episode's wall time is recorded (Trajectory.wall_s, async/episode_wall_s_*).
+(c) duration: a constructed env where the best action is slow (the step that solves the task sleeps): in
+    finish order (the default) fast, failing groups overtake the slow, successful ones; train.batch_order=start
+    (the duration-aware batch) trains groups in the order they started; staleness=correct is shown beside drop.
+    Each episode's wall time is recorded (Trajectory.wall_s, async/episode_wall_s_*).
 
 Printed per run: episodes trained per second of wall time, the trainer's idle share (waiting for a batch),
 the rollout side's idle share (sync: the update's share of the wall time; async: the workers' time waiting at
