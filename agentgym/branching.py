@@ -67,6 +67,9 @@ def branch_rollout(env: str | Callable[[], Any], policy: Policy, chat: ChatForma
     if config.executor not in ("serial", "thread"):
         raise ConfigError(f"branch rollouts restore snapshots into in-process envs; set rollout.executor to serial "
                           f"or thread, not {config.executor!r}")
+    if config.layout == "fold":
+        raise ConfigError("branch rollouts replay trajectory or step layouts; set rollout.layout to one of those, "
+                          "not fold")
     chat = _resolve_chat(policy, chat)
     trunks = rollout(env, policy, chat, seeds, 1, config, env_kwargs, start_group_id)
     points = _branch_points(env, env_kwargs, config, trunks, branch.turns)
