@@ -199,14 +199,15 @@ class _Engine:
         obs = ep.summary_obs if ep.summarising else ep.obs
         return GenerationRequest(tuple(ids), sampling, EnvContext(self.pool.handle(ep.slot), obs, ep.info))
 
-    def record(self, ep: _Episode, req: GenerationRequest, gen: Generation, result: StepResult | EnvFailure | None,
+    def record(self, ep: _Episode, req: GenerationRequest, gen: Generation,
+               result: StepResult | ResetResult | EnvFailure | None,
                generate_s: float) -> None:
         """Record a finished turn and decide whether the episode goes on."""
         if ep.summarising:  # a fold's summary turn: the env was not stepped
             record_summary(self, ep, req, gen, generate_s)
             return
-        if result is None or isinstance(result, EnvFailure):
-            ep.fail(result.message if result is not None else "no step result")
+        if not isinstance(result, StepResult):  # an env failure (a pool answers a step with a StepResult)
+            ep.fail(result.message if isinstance(result, EnvFailure) else f"the env pool answered a step with {result!r}")
             return
         info = result.info
         tool_results = info.get("tool_results") or ()
@@ -483,7 +484,7 @@ async def _run_async(engine: _Engine, episodes: list[_Episode], finish: Callable
                 if gen.finish_reason == "error":
                     ep.fail(gen.error or "the policy returned an error generation")
                     break
-                result: StepResult | EnvFailure | None = None  # stays None for a fold's summary (no env step)
+                result: StepResult | ResetResult | EnvFailure | None = None  # stays None for a fold's summary (no env step)
                 if ep.summarising:
                     pass
                 elif threaded:
