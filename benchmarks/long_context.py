@@ -39,6 +39,23 @@ def oracle_with_summaries(context: Any) -> str | None:
     return context.env.oracle_action()
 
 
+def exploring_swe(turns: int) -> Any:
+    """An SWE agent that reads before it fixes: `turns` turns of viewing the files to fix, running the failing
+    tests and grepping (a long, observation-heavy episode, as real SWE agents have), then the oracle's fix."""
+    def act(context: Any) -> str | None:
+        env = context.env.unwrapped
+        if context.observation.endswith(FOLD_REQUEST):
+            return oracle_with_summaries(context)
+        k = getattr(context.env, "_turns", turns)  # the TurnLimit wrapper's count of this episode's steps
+        if k >= turns:
+            return context.env.oracle_action()
+        files = sorted(env._fix) or ["."]
+        calls = [("view_file", {"path": files[k % len(files)]}), ("run_tests", {}),
+                 ("bash", {"command": "grep -rn 'def ' --include=*.py . | head -60"})]
+        return env.render_calls([calls[k % len(calls)]])
+    return act
+
+
 def layouts(env_id: str, history: int) -> dict[str, dict[str, Any]]:
     defaults = EvalConfig(policy="oracle", entries=(SuiteEntry(env_id),), out_dir="-").context_settings(env_id)
     fold = {**defaults, "layout": "fold"}
@@ -64,19 +81,25 @@ def row(name: str, layout: str, trajs: list[Trajectory], seconds: float) -> str:
             f"{peak} | {ends} | {ok}/{len(trajs)} | {seconds:.1f} |")
 
 
-def run_env(env_id: str, seeds: list[int], chat: ChatFormat, history: int, only: set[str], split: str) -> None:
+def run_env(env_id: str, seeds: list[int], chat: ChatFormat, history: int, only: set[str], split: str,
+            explore: int = 0) -> None:
     for name, settings in layouts(env_id, history).items():
         if only and name not in only:
             continue
         config = RolloutConfig(**settings, executor="serial")
         t0 = time.perf_counter()
         try:
-            trajs = rollout(env_id, ScriptedPolicy(oracle_with_summaries, chat), chat, seeds, config=config,
+            act = exploring_swe(explore) if explore and "SWE" in env_id else oracle_with_summaries
+            trajs = rollout(env_id, ScriptedPolicy(act, chat), chat, seeds, config=config,
                             reset_options={"split": split})
         except Exception as exc:  # a missing dependency (Java, a sandbox, a browser): say so and go on
             print(f"| {env_id} | {name} | skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:80]} |")
             return
-        print(row(env_id, name, trajs, time.perf_counter() - t0), flush=True)
+        label = f"{env_id} (+{explore} reading turns)" if explore and "SWE" in env_id else env_id
+        print(row(label, name, trajs, time.perf_counter() - t0), flush=True)
+        failed = [tr.error for tr in trajs if tr.error]
+        if failed:
+            print(f"|   | failed: {str(failed[0]).splitlines()[0][:100]} |")
 
 
 def family_ids() -> list[str]:
@@ -97,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--history-turns", type=int, default=2)
     p.add_argument("--layouts", nargs="*", default=[], help="only these rows (names as in the table)")
     p.add_argument("--tokenizer", default="", help="hf:MODEL to count a real tokenizer's tokens")
+    p.add_argument("--explore", type=int, default=0, help="SWE envs: this many reading turns before the fix")
     args = p.parse_args(argv)
     chat = ChatFormat.simple()
     if args.tokenizer:
@@ -109,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| env | layout | turns/episode | summary turns | mean prompt | tokens/turn | peak context | end | success "
           "| seconds |\n|---|---|---|---|---|---|---|---|---|---|")
     for env_id in ids:
-        run_env(env_id, list(args.seeds), chat, args.history_turns, only, args.split)
+        run_env(env_id, list(args.seeds), chat, args.history_turns, only, args.split, args.explore)
     return 0
 
 

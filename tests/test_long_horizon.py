@@ -29,7 +29,7 @@ def test_every_family_registers_its_context():
     missing = sorted(f for f in families if not any(registered_context(e) for e in ALL_IDS if family(e) == f))
     assert missing == [], f"families without ContextDefaults: {missing}"
     boil = context_defaults("agentgym/ScienceWorld-boil-v0")
-    assert boil.layout == "fold" and boil.horizon == 120  # the horizon defaults to the turn limit
+    assert boil.layout == "fold" and boil.horizon == 250  # the horizon defaults to the turn limit
 
 
 @pytest.mark.slow
@@ -85,7 +85,7 @@ def test_eval_prints_what_it_chose(tmp_path, capsys):
     out = tmp_path / "eval"
     assert main(["eval", "--policy", "oracle", "--env", "agentgym/Toy-KeyDoor-v0", "agentgym/Household-PickPlace-v0",
                  "--episodes", "1", "--out", str(out), "--no-progress", "--max-context-tokens", "6000"]) == 0
-    printed = capsys.readouterr().out
+    printed = capsys.readouterr().err
     assert "context for agentgym/Toy-KeyDoor-v0 (horizon 10 turns): layout=trajectory (env), " \
            "max_context_tokens=6000 (you), max_observation_tokens=512 (env)" in printed
     assert "context for agentgym/Household-PickPlace-v0 (horizon 50 turns)" in printed
@@ -96,5 +96,5 @@ def test_train_prints_what_it_chose():
 
     cfg = config_from_dict({"rollout": {"env": "agentgym/ScienceWorld-boil-v0", "max_context_tokens": 12000}})
     line = context_line(cfg)
-    assert line.startswith("context for agentgym/ScienceWorld-boil-v0 (horizon 120 turns): layout=fold (env)")
+    assert line.startswith("context for agentgym/ScienceWorld-boil-v0 (horizon 250 turns): layout=fold (env)")
     assert "max_context_tokens=12000 (you)" in line and "fold_at_tokens=auto (default)" in line

@@ -91,7 +91,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     from agentgym.horizon import context_lines
 
     for line in context_lines({e.env_id: config.context_settings(e.env_id) for e in entries}, config.given_context()):
-        print(line)
+        print(line, file=sys.stderr)  # stdout stays the report
     run = run_eval(config, progress=not args.no_progress and sys.stderr.isatty())
     resumed = len(run.records) - run.ran_now
     if resumed:

@@ -13,7 +13,7 @@ from agentgym.registration import SuiteEntry, register, register_suite
 ENTRY = "agentgym.envs.swe.env:SWEEnv"
 # a tool output may be 8,000 characters and the first observation 3,000: fold (the env summarises the workspace's
 # diff and the last test run), with room for the system prompt, the fold message and one observation
-CONTEXT = ContextDefaults(layout="fold", max_context_tokens=16384, max_observation_tokens=4096)
+CONTEXT = ContextDefaults(layout="fold", max_context_tokens=32768, max_observation_tokens=4096)
 
 
 def register_envs() -> None:
