@@ -12,8 +12,9 @@ Layouts compared per env (the oracle's actions are the same in all; only the pro
   defaults        : whatever the env registers (agentgym.horizon), as `agentgym eval` runs it
 Tokens: the byte-level ChatFormat.simple() by default (the oracle's own format; about 3-4x a BPE tokenizer's
 count, the worst case), or `--tokenizer hf:MODEL` (e.g. the embedded SmolLM2's).
-Prints one row per (env, layout): turns, summary turns, mean prompt tokens, tokens per turn (new tokens each
-turn adds: observation + action + template), peak context (the longest prompt + response), end reason, success.
+Prints one row per (env, layout): turns (summary turns included), summary turns, mean prompt tokens, tokens per
+turn (what a turn adds to a conversation: action + template + next observation as shown), peak context (the
+longest prompt + response), end reason, success.
 """
 from __future__ import annotations
 
@@ -67,13 +68,23 @@ def layouts(env_id: str, history: int) -> dict[str, dict[str, Any]]:
             "fold": fold, "defaults": defaults}
 
 
-def row(name: str, layout: str, trajs: list[Trajectory], seconds: float) -> str:
+def turn_tokens(chat: ChatFormat, trajs: list[Trajectory]) -> list[int]:
+    """What each turn adds to a conversation, whatever the layout: its action, the template and the next
+    observation (as shown: after the observation budget)."""
+    sizes = []
+    for tr in trajs:
+        observations = [t.observation for t in tr.turns[1:]] + [tr.final_observation]
+        for turn, obs in zip(tr.turns, observations):
+            sizes.append(len(turn.response_ids) + len(chat.turn_suffix(turn.response_ids, obs)))
+    return sizes
+
+
+def row(name: str, layout: str, trajs: list[Trajectory], seconds: float, chat: ChatFormat) -> str:
     turns = [t for tr in trajs for t in tr.turns]
     summaries = sum(t.info.get("fold") == "summary" for t in turns)
     prompts = [len(t.prompt_ids) for t in turns]
     peak = max((len(t.prompt_ids) + len(t.response_ids) for t in turns), default=0)
-    growth = [b.prompt_ids.__len__() - a.prompt_ids.__len__() for tr in trajs for a, b in zip(tr.turns, tr.turns[1:])
-              if "fold_message" not in b.info]
+    growth = turn_tokens(chat, trajs)
     ends = ",".join(sorted({tr.end_reason for tr in trajs}))
     ok = sum(tr.success for tr in trajs)
     return (f"| {name} | {layout} | {len(turns) / len(trajs):.1f} | {summaries} | "
@@ -96,7 +107,7 @@ def run_env(env_id: str, seeds: list[int], chat: ChatFormat, history: int, only:
             print(f"| {env_id} | {name} | skipped: {type(exc).__name__}: {str(exc).splitlines()[0][:80]} |")
             return
         label = f"{env_id} (+{explore} reading turns)" if explore and "SWE" in env_id else env_id
-        print(row(label, name, trajs, time.perf_counter() - t0), flush=True)
+        print(row(label, name, trajs, time.perf_counter() - t0, chat), flush=True)
         failed = [tr.error for tr in trajs if tr.error]
         if failed:
             print(f"|   | failed: {str(failed[0]).splitlines()[0][:100]} |")

@@ -337,6 +337,9 @@ class TrainConfig:
         _check(not (m.policy.startswith("vllm:") and r.action_mode == "admissible"),
                "model.policy=vllm:... generates free text, and rollout.action_mode=admissible scores the env's "
                "actions with the trained HF model: use model.policy=hf:... or rollout.action_mode=generate")
+        _check(not (r.action_mode == "admissible" and r.layout == "fold" and r.fold_summary),
+               "rollout.action_mode=admissible picks among the env's actions and cannot write a fold's summary: set "
+               "rollout.fold_summary=false (fold with the env's state summary only) or another rollout.layout")
         _check(not (self.sft.enabled and r.layout == "fold"),
                "sft demonstrations are laid out as trajectory or step samples: set rollout.layout=trajectory or "
                "step with sft.enabled, or train with layout=fold without the sft stage")

@@ -75,6 +75,11 @@ def test_env_defaults_fill_what_the_config_leaves_out():
     assert cfg.rollout.layout == "step"  # what the user set wins
     with pytest.raises(ConfigError, match="sft demonstrations"):
         config_from_dict({"rollout": {"env": "agentgym/ScienceWorld-boil-v0"}, "sft": {"enabled": True}})
+    with pytest.raises(ConfigError, match="cannot write a fold's summary"):
+        config_from_dict({"rollout": {"env": "agentgym/ScienceWorld-boil-v0", "action_mode": "admissible"}})
+    cfg = config_from_dict({"rollout": {"env": "agentgym/ScienceWorld-boil-v0", "action_mode": "admissible",
+                                        "fold_summary": False}})
+    assert cfg.rollout.layout == "fold"
 
 
 def test_a_trainer_iteration_runs_folded(tmp_path: Path):
