@@ -139,6 +139,7 @@ def _continue(engine: _Engine, env: Any, point: _Point, slot: int, group_id: int
     ep.task_id, ep.task, ep.ground_truth, ep.first_obs = trunk.task_id, trunk.task, trunk.ground_truth, \
         trunk.first_observation
     ep.turns = list(trunk.turns[:k])
+    ep.env_turns = k  # every turn stepped the env (branching refuses the fold layout and its summary turns)
     ep.obs_texts = [t.observation for t in trunk.turns[:k + 1]]
     ep.pieces = [(list(t.response_ids), engine.chat.turn_suffix(t.response_ids, trunk.turns[j + 1].observation))
                  for j, t in enumerate(trunk.turns[:k])]
