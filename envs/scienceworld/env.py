@@ -255,7 +255,7 @@ class ScienceWorldEnv(TextEnv):
             inventory = str(self._sim.server.freeActionInventory()).strip()
         except simulator_errors():
             return ""
-        room = look.splitlines()[0] if look else ""
+        room = look.splitlines()[0].split(" In it,")[0] if look else ""  # "This room is called the kitchen."
         return f"{room}\n{inventory}\nScore so far: {self._score}/100 after {len(self._history)} accepted actions."
 
     # ------------------------------------------------------------------ oracle
