@@ -3,6 +3,7 @@ is a turn of its own, and token-in-token-out holds in every segment (checked aga
 from __future__ import annotations
 
 import pytest
+from test_chat import llama3_tokenizer, qwen_tokenizer, smol_tokenizer, smol_tokenizer_dir, tokenizer  # noqa: F401
 
 from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError
@@ -130,3 +131,16 @@ def test_summary_turns_are_rows_of_the_turn_table():
 def test_bad_fold_config_is_a_config_error(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         RolloutConfig(**kwargs)
+
+
+def test_tito_across_folds_with_real_chat_templates(tokenizer):
+    """SmolLM2's, Llama-3's and Qwen2.5's templates: every folded prompt is the template's tokenisation."""
+    chat = ChatFormat.from_tokenizer(tokenizer)
+    config = RolloutConfig(layout="fold", max_context_tokens=600, max_turns=40, executor="serial",
+                           sampling=SamplingParams(max_tokens=48))
+    trajs = rollout("agentgym/Toy-KeyDoor-Long-v0", ScriptedPolicy(oracle_or_summary, chat), chat, seeds=[3],
+                    config=config, env_kwargs=LONG_KEYDOOR)
+    for traj in trajs:
+        assert traj.success and sum(is_summary(t) for t in traj.turns) >= 1
+        for k, turn in enumerate(traj.turns):
+            chat.verify(turn.prompt_ids, fold_messages(chat, traj, k))
