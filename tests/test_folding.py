@@ -133,7 +133,7 @@ def test_bad_fold_config_is_a_config_error(kwargs, match):
         RolloutConfig(**kwargs)
 
 
-def test_tito_across_folds_with_real_chat_templates(tokenizer):
+def test_tito_across_folds_with_real_chat_templates(tokenizer):  # noqa: F811 (the fixture)
     """SmolLM2's, Llama-3's and Qwen2.5's templates: every folded prompt is the template's tokenisation."""
     chat = ChatFormat.from_tokenizer(tokenizer)
     config = RolloutConfig(layout="fold", max_context_tokens=600, max_turns=40, executor="serial",
