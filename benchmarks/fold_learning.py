@@ -33,8 +33,8 @@ def run(name: str, extra: list[str], args: argparse.Namespace) -> list[dict]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--iterations", type=int, default=10)
-    p.add_argument("--length", type=int, default=4, help="key-door corridor length (longer: more folds)")
-    p.add_argument("--fold-at", type=int, default=60, help="fold budget in tokens (the tiny tokenizer's words)")
+    p.add_argument("--length", type=int, default=2, help="key-door corridor length (longer: more folds)")
+    p.add_argument("--fold-at", type=int, default=80, help="fold budget in tokens (the tiny tokenizer's words)")
     p.add_argument("--out", default="runs/bench_fold_learning")
     args = p.parse_args()
     results = {name: run(name, extra, args) for name, extra in ROWS.items()}
