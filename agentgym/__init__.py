@@ -6,6 +6,7 @@ import importlib
 
 from agentgym.core import TextEnv, ToolEnv, make_info
 from agentgym.errors import AgentGymError
+from agentgym.horizon import ContextDefaults
 from agentgym.registration import (SuiteEntry, list_envs, list_suites, make, register, register_suite, spec,
                                    suite)
 from agentgym.spaces import Text
@@ -36,6 +37,6 @@ def mcp_tools(server, **kwargs):
     return getattr(importlib.import_module(module), name)(server, **kwargs)
 
 
-__all__ = ["AgentGymError", "SuiteEntry", "Text", "TextEnv", "Tool", "ToolCall", "ToolEnv", "ToolResult",
+__all__ = ["AgentGymError", "ContextDefaults", "SuiteEntry", "Text", "TextEnv", "Tool", "ToolCall", "ToolEnv", "ToolResult",
            "Trajectory", "Turn", "TurnTable", "check_env", "list_envs", "list_suites", "make", "make_info", "mcp_tools",
            "register", "register_suite", "spec", "suite", "tool"]

@@ -67,6 +67,9 @@ def branch_rollout(env: str | Callable[[], Any], policy: Policy, chat: ChatForma
     if config.executor not in ("serial", "thread"):
         raise ConfigError(f"branch rollouts restore snapshots into in-process envs; set rollout.executor to serial "
                           f"or thread, not {config.executor!r}")
+    if config.layout == "fold":
+        raise ConfigError("branch rollouts replay trajectory or step layouts; set rollout.layout to one of those, "
+                          "not fold")
     chat = _resolve_chat(policy, chat)
     trunks = rollout(env, policy, chat, seeds, 1, config, env_kwargs, start_group_id)
     points = _branch_points(env, env_kwargs, config, trunks, branch.turns)
@@ -136,6 +139,7 @@ def _continue(engine: _Engine, env: Any, point: _Point, slot: int, group_id: int
     ep.task_id, ep.task, ep.ground_truth, ep.first_obs = trunk.task_id, trunk.task, trunk.ground_truth, \
         trunk.first_observation
     ep.turns = list(trunk.turns[:k])
+    ep.env_turns = k  # every turn stepped the env (branching refuses the fold layout and its summary turns)
     ep.obs_texts = [t.observation for t in trunk.turns[:k + 1]]
     ep.pieces = [(list(t.response_ids), engine.chat.turn_suffix(t.response_ids, trunk.turns[j + 1].observation))
                  for j, t in enumerate(trunk.turns[:k])]

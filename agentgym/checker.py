@@ -19,6 +19,7 @@ options, data not reused). Then the text-env checks, each with a name that a fai
     snapshot      where snapshot()/restore() exist: a restored env (same or fresh instance) answers alike
     render        `render()` gives text (or None) after reset
     close         `close()` may be called twice
+    context budget  warnings only: the env's episodes do not fit the context it registers (agentgym.budget_check)
 
 The first failure raises `CheckError("[check] what went wrong ...")`. A missing optional dependency
 raises `MissingDependencyError`, which `check_all` reports as skipped.
@@ -34,6 +35,7 @@ from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 
+from agentgym.budget_check import check_context_budget
 from agentgym.errors import CheckError, MissingDependencyError
 from agentgym.snapshot import check_snapshot
 
@@ -60,11 +62,13 @@ STANDARD_KEYS = ("success", "valid_action", "anchor", "reward_components", "admi
 
 @dataclass(frozen=True)
 class CheckReport:
-    """What `check_env` ran: the checks that passed and the warnings Gymnasium raised on the way."""
+    """What `check_env` ran: the checks that passed, the warnings Gymnasium raised on the way, and where the
+    env's episodes do not fit its declared context budget."""
 
     env_id: str
     checks: tuple[str, ...]
     warnings: tuple[str, ...] = ()
+    budget_warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -481,6 +485,7 @@ def check_env(env_or_id: Any, *, seeds: Sequence[int] = (0, 1), max_steps: int =
     env_id, factory, env = _resolve(env_or_id, make_kwargs)
     passed: list[str] = []
     gym_warnings: tuple[str, ...] = ()
+    budget: tuple[str, ...] = ()
     try:
         check_api(env)
         passed.append("api")
@@ -498,6 +503,8 @@ def check_env(env_or_id: Any, *, seeds: Sequence[int] = (0, 1), max_steps: int =
         pick = lambda e, info, rng=random.Random(seeds[0]): _pick_action(e, info, rng)  # noqa: E731
         if _guard("snapshot", lambda: check_snapshot(env, seeds[0], pick, factory=factory)):
             passed.append("snapshot")
+        budget = _guard("context budget", lambda: check_context_budget(env, env_id, seeds[0], max_steps, pick))
+        passed.append("context budget")
         check_render_and_close(env, factory)
         passed += ["render", "close"]
     finally:
@@ -505,7 +512,7 @@ def check_env(env_or_id: Any, *, seeds: Sequence[int] = (0, 1), max_steps: int =
             env.close()
         except Exception:  # the close check reports this; here we only tidy up after a failure
             pass
-    return CheckReport(env_id, tuple(passed), gym_warnings)
+    return CheckReport(env_id, tuple(passed), gym_warnings, budget)
 
 
 def check_all(env_ids: Sequence[str] | None = None, **kwargs: Any) -> list[CheckOutcome]:

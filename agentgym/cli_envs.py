@@ -179,6 +179,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         counts[outcome.status] += 1
         label = {"ok": "ok     ", "failed": "FAILED ", "skipped": "skipped"}[outcome.status]
         print(f"{label} {env_id}  {outcome.message}", flush=True)
+        for warning in outcome.report.budget_warnings if outcome.report is not None else ():
+            print(f"        warning: {warning}")
         if args.verbose and outcome.report is not None:
             print(f"        checks: {', '.join(outcome.report.checks)}")
             for warning in outcome.report.warnings:

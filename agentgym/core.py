@@ -76,6 +76,11 @@ class TextEnv(gym.Env[str, str]):
         """An action that makes progress towards the goal, where the env knows one (for `OraclePolicy`)."""
         return None
 
+    def state_summary(self) -> str:
+        """A few lines on where the episode stands (room, inventory, files changed, ...), shown in place of
+        the turns a `fold` layout folds away; "" = nothing to say (the model's own summary then carries it)."""
+        return ""
+
     def render(self) -> str | None:
         return getattr(self, "_last_obs", None)
 

@@ -23,6 +23,7 @@ ENTRY_POINT_GROUP = "agentgym.envs"
 _SUITES: dict[str, list["SuiteEntry"]] = {}
 _IDS: set[str] = set()  # ids registered through agentgym, as opposed to gymnasium's own
 _REWARD_RANGES: dict[str, tuple[float, float]] = {}  # declared at registration (register(reward_range=))
+_CONTEXTS: dict[str, Any] = {}  # register(context=): an agentgym.horizon.ContextDefaults per id
 _DISCOVERED = False
 _DISCOVERY_LOCK = threading.RLock()  # env pools make envs from many threads at once
 _TURNS = struct.Struct("<I")  # TurnLimit's turn count, in front of the inner env's snapshot
@@ -75,6 +76,10 @@ class TurnLimit(gym.Wrapper):
     def oracle_action(self) -> str | None:
         return self.env.unwrapped.oracle_action()
 
+    def state_summary(self) -> str:
+        summary = getattr(self.env.unwrapped, "state_summary", None)
+        return summary() if callable(summary) else ""
+
     def render(self):
         return self.env.render()
 
@@ -100,24 +105,44 @@ class TurnLimit(gym.Wrapper):
 
 def register(id: str, entry_point: str | Callable[..., gym.Env], max_turns: int | None = None,
              kwargs: dict[str, Any] | None = None, suites: tuple[str, ...] = (), override: bool = False,
-             reward_range: tuple[float, float] | None = None, **spec_kwargs: Any) -> None:
+             reward_range: tuple[float, float] | None = None, context: Any = None,
+             **spec_kwargs: Any) -> None:
     """Register an env id. `entry_point` is `"module:Class"` or a callable returning an env. `reward_range`
-    declares [lo, hi] of one step's reward for envs that do not set `TextEnv.reward_range` themselves."""
+    declares [lo, hi] of one step's reward for envs that do not set `TextEnv.reward_range` themselves;
+    `context` (an `agentgym.horizon.ContextDefaults`) its horizon and the rollout settings its long episodes fit in."""
+    if context is not None and not callable(getattr(context, "settings", None)):
+        raise RegistrationError(f"register({id!r}, context=...) takes an agentgym.horizon.ContextDefaults, "
+                                f"got {type(context).__name__}")
     if reward_range is not None:
         lo, hi = _checked_range(reward_range, f"register({id!r}, reward_range=...)")
     if id in gym.registry and not override:
         if gym.registry[id].entry_point == entry_point:
             _IDS.add(id)
+            _set_context(id, context)
             return  # re-importing a module that registers is harmless
         raise RegistrationError(f"{id!r} is already registered; pass override=True to replace it")
     gym.register(id=id, entry_point=entry_point, max_episode_steps=max_turns, kwargs=kwargs or {},
                  disable_env_checker=True, **spec_kwargs)
     _IDS.add(id)
+    _set_context(id, context)
     _REWARD_RANGES.pop(id, None)
     if reward_range is not None:
         _REWARD_RANGES[id] = (lo, hi)
     for suite_name in suites:
         register_suite(suite_name, [id], extend=True)
+
+
+def _set_context(id: str, context: Any) -> None:
+    if context is None:
+        _CONTEXTS.pop(id, None)
+    else:
+        _CONTEXTS[id] = context
+
+
+def registered_context(id: str) -> Any:
+    """The `context=` an id was registered with (an agentgym.horizon.ContextDefaults), or None."""
+    discover()
+    return _CONTEXTS.get(id)
 
 
 def discover() -> None:

@@ -13,6 +13,8 @@ delimiters around the new observation (`ChatFormat.continue_prompt`); generated 
 re-tokenized. In the `step` layout each prompt is the system prompt + the last `history_turns` turns,
 rebuilt from the same recorded token pieces; once the first observation has slid out of that window, the
 task (`info["task"]` at reset, else the first observation) is restated before the window (`window_message`).
+The `fold` layout grows like `trajectory` until a budget, then folds older turns into a summary
+(`agentgym.folding`; the shapes of all three: `agentgym.layouts`).
 
 A policy failure (a Generation with finish_reason "error", or an exception) or an env failure ends
 that episode with end_reason "failed" and its error message; the rest of the batch goes on.
@@ -28,11 +30,13 @@ from typing import Any, Callable, Sequence
 
 from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError
+from agentgym.folding import fold_budget, fold_prompt, record_summary
+from agentgym.layouts import TASK_REMINDER, next_prompt_ids, step_messages, window_message  # noqa: F401 (re-exported)
 from agentgym.policy import EnvContext, Generation, GenerationRequest, Policy, SamplingParams
 from agentgym.trajectory import Trajectory, Turn, history_keys, json_safe
 from agentgym.vector import EXECUTORS, EnvFailure, EnvPool, ResetResult, StepResult, make_pool
 
-LAYOUTS = ("trajectory", "step")
+LAYOUTS = ("trajectory", "step", "fold")
 
 
 @dataclass(frozen=True)
@@ -45,13 +49,19 @@ class RolloutConfig:
     max_turns: int | None = None
     """Turn limit; None = the env's registered limit."""
     layout: str = "trajectory"
-    """"trajectory": one growing sequence per episode; "step": each turn's prompt is a history window."""
+    """"trajectory": one growing sequence per episode; "step": each turn's prompt is a history window; "fold":
+    a growing sequence whose older turns are folded into a summary once it passes `fold_at_tokens`."""
     history_turns: int = 2
     """Step layout: past turns kept in each turn's prompt."""
     max_context_tokens: int | None = 8192
     """End an episode when its next prompt + the turn's tokens would exceed this (or the policy's own limit)."""
     max_observation_tokens: int | None = None
     """Truncate each observation to this many tokens (with a marker); None = whole."""
+    fold_at_tokens: int | None = None
+    """Fold layout: fold once a prompt + a turn's tokens would pass this; None = 3/4 of the context limit."""
+    fold_summary: bool = True
+    """Fold layout: the model writes a summary turn (trained like any action) before each fold; False folds
+    with the env's state summary only."""
     sampling: SamplingParams = field(default_factory=SamplingParams)
     executor: str = "thread"
     """How envs step: serial, thread, process or ray."""
@@ -80,7 +90,10 @@ class RolloutConfig:
             raise ConfigError(f"rollout.history_key_depth must be >= 0, got {self.history_key_depth}")
         if self.history_turns < 0:
             raise ConfigError(f"rollout.history_turns must be >= 0, got {self.history_turns}")
-        for name in ("max_context_tokens", "max_observation_tokens"):
+        if self.layout == "fold" and self.max_context_tokens is None and self.fold_at_tokens is None:
+            raise ConfigError("rollout.layout=fold folds at a budget: set rollout.max_context_tokens or "
+                              "rollout.fold_at_tokens")
+        for name in ("max_context_tokens", "max_observation_tokens", "fold_at_tokens"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"rollout.{name} must be >= 1 or None, got {value}")
@@ -107,6 +120,9 @@ class _Episode:
         self.pieces: list[tuple[list[int], list[int]]] = []  # (response ids, ids appended after it)
         self.prompt: list[int] = []                          # trajectory layout: the running sequence
         self.turns: list[Turn] = []
+        self.env_turns = 0                                   # turns that stepped the env (not fold summaries)
+        self.segment_turns = 0                               # fold layout: env turns since the last fold
+        self.summarising, self.summary_obs, self.fold_message = False, "", ""
         self.end_reason: str | None = None
         self.error: str | None = None
         self.success = False
@@ -135,6 +151,7 @@ class _Engine:
         limits = [n for n in (config.max_context_tokens, getattr(policy, "max_context", None))
                   if isinstance(n, int) and n > 0]
         self.context_limit = min(limits) if limits else None
+        self.fold_at = fold_budget(config, self.context_limit) if config.layout == "fold" else None
 
     # ------------------------------------------------------------------ reset
     def start(self, ep: _Episode, result: ResetResult | EnvFailure) -> None:
@@ -152,11 +169,13 @@ class _Engine:
         ep.first_obs, ep.info = ep.obs, result.info
         ep.task = str(result.info.get("task") or ep.obs) if self.config.keep_task else ""
         ep.obs_texts.append(ep.obs)
-        if self.config.layout == "trajectory":
+        if self.config.layout != "step":
             ep.prompt = self.chat.initial_prompt(ep.system, ep.obs, ep.tools)
 
     # ------------------------------------------------------------------ one turn
     def prompt_ids(self, ep: _Episode) -> list[int]:
+        if self.config.layout == "fold":
+            return fold_prompt(self, ep)
         if self.config.layout == "trajectory":
             return ep.prompt
         t = len(ep.turns)
@@ -173,18 +192,23 @@ class _Engine:
         sampling = self.config.sampling
         limit = self.context_limit
         if limit is not None and len(ids) + sampling.max_tokens > limit:
-            ep.end_reason, ep.final_obs = "context_full", ep.obs
+            ep.end_reason, ep.final_obs, ep.summarising = "context_full", ep.obs, False
             return None
         if sampling.seed is not None:  # distinct but reproducible per (group, sample, turn)
             key = f"{sampling.seed}/{ep.group_id}/{ep.sample_index}/{len(ep.turns)}".encode()
             sampling = replace(sampling, seed=zlib.crc32(key) & 0x7FFFFFFF)
-        return GenerationRequest(tuple(ids), sampling, EnvContext(self.pool.handle(ep.slot), ep.obs, ep.info))
+        obs = ep.summary_obs if ep.summarising else ep.obs
+        return GenerationRequest(tuple(ids), sampling, EnvContext(self.pool.handle(ep.slot), obs, ep.info))
 
-    def record(self, ep: _Episode, req: GenerationRequest, gen: Generation, result: StepResult | EnvFailure,
+    def record(self, ep: _Episode, req: GenerationRequest, gen: Generation,
+               result: StepResult | ResetResult | EnvFailure | None,
                generate_s: float) -> None:
         """Record a finished turn and decide whether the episode goes on."""
-        if isinstance(result, EnvFailure):
-            ep.fail(result.message)
+        if ep.summarising:  # a fold's summary turn: the env was not stepped
+            record_summary(self, ep, req, gen, generate_s)
+            return
+        if not isinstance(result, StepResult):  # an env failure (a pool answers a step with a StepResult)
+            ep.fail(result.message if isinstance(result, EnvFailure) else f"the env pool answered a step with {result!r}")
             return
         info = result.info
         tool_results = info.get("tool_results") or ()
@@ -198,13 +222,18 @@ class _Engine:
                     generate_s=generate_s, env_s=result.seconds, info=_turn_extras(info),
                     history=history_keys(ep.turns, self.config.history_key_depth), choice=gen.choice,
                     policy_version=gen.policy_version)
+        if ep.fold_message:  # the first turn of a fold segment keeps the message its prompt starts with
+            turn = replace(turn, info={**turn.info, "fold_message": ep.fold_message})
+            ep.fold_message = ""
         ep.turns.append(turn)
+        ep.env_turns += 1
+        ep.segment_turns += 1
         ep.success = bool(info.get("success", False))
         ep.obs = self.chat.truncate_observation(result.obs, self.config.max_observation_tokens)
         ep.info = info
         if result.terminated:
             ep.end_reason = "terminated"
-        elif len(ep.turns) >= ep.limit:
+        elif ep.env_turns >= ep.limit:
             ep.end_reason = "max_turns"
         elif result.truncated:
             ep.end_reason = "truncated"
@@ -214,7 +243,7 @@ class _Engine:
         after = self.chat.turn_suffix(turn.response_ids, ep.obs)
         ep.pieces.append((list(turn.response_ids), after))
         ep.obs_texts.append(ep.obs)
-        if self.config.layout == "trajectory":
+        if self.config.layout != "step":
             ep.prompt.extend(turn.response_ids)  # requests hold their own tuple copy
             ep.prompt.extend(after)
 
@@ -233,43 +262,6 @@ def _anchor(info: dict[str, Any], observation: str) -> Any:
     of a group into one GiGPO step group)."""
     anchor = info.get("anchor")
     return observation if anchor is None else anchor
-
-
-TASK_REMINDER = "{task}\n\n[{n} earlier turn(s) not shown]\n\n"
-
-
-def window_message(task: str, observation: str, start: int) -> str:
-    """The first user message of a step-layout prompt whose history window starts at turn `start`."""
-    if start == 0 or not task or task in observation:
-        return observation
-    return TASK_REMINDER.format(task=task, n=start) + observation
-
-
-def step_messages(chat: ChatFormat, traj: Trajectory, t: int, history_turns: int, tools: Sequence[Any] | None = None
-                  ) -> list[dict[str, Any]]:
-    """The conversation turn `t` of a step-layout episode was prompted with (for `ChatFormat.verify`)."""
-    turns, start = traj.turns, max(0, t - history_turns)
-    messages = chat.initial_messages(traj.system_prompt, window_message(traj.task, turns[start].observation, start),
-                                     tools)
-    for j in range(start, t):
-        messages.append({"role": "assistant", "content": turns[j].action, "token_ids": list(turns[j].response_ids)})
-        messages.append({"role": "user", "content": turns[j + 1].observation})
-    return messages
-
-
-def next_prompt_ids(chat: ChatFormat, traj: Trajectory, layout: str, history_turns: int,
-                    tools: Sequence[Any] | None = None) -> list[int]:
-    """The prompt a next turn would have had: the state after the last turn, whose value GAE bootstraps
-    from when an episode was cut off (turn limit, full context) rather than terminated."""
-    turns, t = traj.turns, len(traj.turns)
-    observations = [k.observation for k in turns] + [traj.final_observation]
-    if layout == "trajectory":
-        return chat.continue_prompt(turns[-1].prompt_ids, turns[-1].response_ids, traj.final_observation)
-    start = max(0, t - history_turns)
-    ids = chat.initial_prompt(traj.system_prompt, window_message(traj.task, observations[start], start), tools)
-    for j in range(start, t):
-        ids += [*turns[j].response_ids, *chat.turn_suffix(turns[j].response_ids, observations[j + 1])]
-    return ids
 
 
 def _turn_extras(info: dict[str, Any]) -> dict[str, Any]:
@@ -409,6 +401,8 @@ def _run_sync(engine: _Engine, episodes: list[_Episode], finish: Callable[[_Epis
             if gen.finish_reason == "error":
                 ep.fail(gen.error or "the policy returned an error generation")
                 finish(ep)
+            elif ep.summarising:  # a fold's summary: recorded, the env is not stepped
+                engine.record(ep, req, gen, None, generate_s)
             else:
                 stepping.append((ep, req, gen))
         results = engine.pool.step([(ep.slot, gen.text) for ep, _, gen in stepping]) if stepping else []
@@ -416,7 +410,7 @@ def _run_sync(engine: _Engine, episodes: list[_Episode], finish: Callable[[_Epis
             engine.record(ep, req, gen, result, generate_s)
             if ep.end_reason is not None:
                 finish(ep)
-        active = [ep for ep, _, _ in stepping if ep.end_reason is None]
+        active = [ep for ep in asking if ep.end_reason is None]
 
 
 def _run_coroutine(coro: Any) -> None:
@@ -493,7 +487,10 @@ async def _run_async(engine: _Engine, episodes: list[_Episode], finish: Callable
                 if gen.finish_reason == "error":
                     ep.fail(gen.error or "the policy returned an error generation")
                     break
-                if threaded:
+                result: StepResult | ResetResult | EnvFailure | None = None  # stays None for a fold's summary (no env step)
+                if ep.summarising:
+                    pass
+                elif threaded:
                     result = await loop.run_in_executor(steppers, engine.pool.step_one, ep.slot, gen.text)
                 else:
                     result = engine.pool.step_one(ep.slot, gen.text)

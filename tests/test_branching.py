@@ -44,6 +44,7 @@ def test_turn_table_marks_the_prefix_and_step_groups_are_exact():
     first = [row for row in range(len(table)) if table.group[row] == 1 and table.turn[row] == 2]
     assert len(first) == 4 and len(set(table.anchor[first].tolist())) == 1
     assert step_group_sizes(table)[(1, int(table.anchor[first[0]]))] >= 4
+    assert max(len(t.turns) for t in trajs) == 6  # a branch's copied turns count towards its turn limit
 
 
 def test_branch_samples_keep_token_in_token_out():
@@ -64,5 +65,7 @@ def test_refusals():
                        RolloutConfig(max_turns=4))
     with pytest.raises(ConfigError, match="executor"):
         branch_rollout(HOUSEHOLD, RandomPolicy(seed=0), None, [0], config=RolloutConfig(executor="process"))
+    with pytest.raises(ConfigError, match="not fold"):
+        branch_rollout(HOUSEHOLD, RandomPolicy(seed=0), None, [0], config=RolloutConfig(layout="fold"))
     with pytest.raises(ConfigError, match="G must be"):
         BranchConfig(G=0)

@@ -184,7 +184,7 @@ def test_a_correct_env_passes_every_check():
     report = check_env(Guess)
     assert isinstance(report, CheckReport) and report.env_id == "Guess"
     assert report.checks == ("api", "gymnasium", "observation", "info", "anchor", "reward", "determinism",
-                             "any string", "oracle", "render", "close")
+                             "any string", "oracle", "context budget", "render", "close")
 
 
 def test_a_registered_env_also_gets_the_turn_limit_check(scratch_ids):

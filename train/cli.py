@@ -27,7 +27,7 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from agentgym.errors import ConfigError
-    from agentgym.train.config import load_config
+    from agentgym.train.config import context_line, load_config
 
     if args.options:
         from agentgym.train.options import format_options
@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
         print(yaml.safe_dump(_plain(config.to_dict()), sort_keys=False))
         return 0
+    print(context_line(config))
     if config.sft.enabled:  # warm start first; RL then starts from the SFT checkpoint
         from agentgym.train.sft.run import with_sft_start
 

@@ -18,6 +18,7 @@ from typing import Any, Literal, Sequence
 from agentgym.errors import ConfigError
 from agentgym.policies.registry import split_model_spec
 from agentgym.policy import SamplingParams
+from agentgym.horizon import CONTEXT_FIELDS, context_defaults, context_lines
 from agentgym.rollout import RolloutConfig
 from agentgym.train.algorithm import AlgorithmSection, MOVED_ALGORITHM_KEYS  # noqa: F401  (re-exported)
 from agentgym.train.estimators import get_estimator
@@ -355,6 +356,12 @@ class TrainConfig:
         _check(not (m.policy.startswith("vllm:") and r.action_mode == "admissible"),
                "model.policy=vllm:... generates free text, and rollout.action_mode=admissible scores the env's "
                "actions with the trained HF model: use model.policy=hf:... or rollout.action_mode=generate")
+        _check(not (r.action_mode == "admissible" and r.layout == "fold" and r.fold_summary),
+               "rollout.action_mode=admissible picks among the env's actions and cannot write a fold's summary: set "
+               "rollout.fold_summary=false (fold with the env's state summary only) or another rollout.layout")
+        _check(not (self.sft.enabled and r.layout == "fold"),
+               "sft demonstrations are laid out as trajectory or step samples: set rollout.layout=trajectory or "
+               "step with sft.enabled, or train with layout=fold without the sft stage")
         _check(self.eval.every >= 0 and self.checkpoint.every >= 0, "eval.every and checkpoint.every must be >= 0")
         _check(self.train.push_weights or m.policy.startswith("vllm:"),
                "train.push_weights=false only applies to a rollout engine with its own weights (model.policy=vllm:...); "
@@ -515,7 +522,31 @@ def config_from_dict(data: dict[str, Any], overrides: list[str] | tuple[str, ...
     data = _deep_copy(data or {})
     for text in overrides:
         _set_dotted(data, *parse_override(text))
+    _fill_env_context(data)
     return _build(TrainConfig, data)
+
+
+def _fill_env_context(data: dict[str, Any]) -> None:
+    """Rollout context settings the config leaves out come from the env's registration (agentgym.horizon)."""
+    rollout = data.get("rollout", {})
+    if not isinstance(rollout, dict):
+        return  # _build says what is wrong with it
+    env = rollout.get("env", RolloutSection.env)
+    if not isinstance(env, str):
+        return
+    for name, value in context_defaults(env).settings().items():
+        rollout.setdefault(name, value)
+    if rollout:
+        data["rollout"] = rollout
+
+
+def context_line(config: TrainConfig) -> str:
+    """What `agentgym train` prints: the rollout's layout and token budgets, and where each came from."""
+    r = config.rollout
+    chosen = {name: getattr(r, name) for name in CONTEXT_FIELDS}
+    recommended, engine = context_defaults(r.env).settings(), RolloutConfig()
+    given = tuple(n for n in CONTEXT_FIELDS if chosen[n] != recommended.get(n, getattr(engine, n)))
+    return context_lines({r.env: chosen}, given)[0]
 
 
 def _deep_copy(d: Any) -> Any:

@@ -2,7 +2,9 @@
 
 `trajectory` layout: one sample per episode, the last turn's prompt + response (which holds the whole
 conversation); turn k's response sits at [len(turn_k.prompt_ids), + len(response)). `step` layout:
-one sample per turn, its prompt + response. Only response tokens are trained on (the mask), so
+one sample per turn, its prompt + response. `fold` layout: one sample per fold segment (`agentgym.layouts`),
+each like a trajectory sample, so a fold's summary turn is trained in the segment it was generated in. Only
+response tokens are trained on (the mask), so
 observation and template tokens never enter a loss. Rows index the `TurnTable` built from the same
 trajectories (`TurnTable.from_trajectories`: row = running turn count).
 """
@@ -15,7 +17,7 @@ import numpy as np
 
 from agentgym.chat import ChatFormat
 from agentgym.errors import TokenMismatchError
-from agentgym.rollout import step_messages
+from agentgym.layouts import fold_segments, layout_messages
 from agentgym.trajectory import Trajectory
 from agentgym.train.batch import Batch, Sample
 
@@ -53,8 +55,13 @@ def build_samples(trajectories: Sequence[Trajectory], layout: str) -> list[Sampl
                 samples.append(Sample(ids, row, lp))
         elif layout == "trajectory":
             samples.append(_trajectory_sample(traj, turns, offset))
+        elif layout == "fold":
+            for start, end in fold_segments(traj.turns):
+                segment = [t for t in traj.turns[start:end] if t.response_ids]
+                if segment:
+                    samples.append(_trajectory_sample(traj, segment, offset))
         else:
-            raise ValueError(f"layout must be 'trajectory' or 'step', got {layout!r}")
+            raise ValueError(f"layout must be 'trajectory', 'step' or 'fold', got {layout!r}")
     return samples
 
 
@@ -104,14 +111,15 @@ def verify_samples(chat: ChatFormat, trajectories: Sequence[Trajectory], layout:
     checks that many samples drawn at random. Returns (samples checked, one message per mismatch)."""
     if layout == "trajectory":
         units = [(t, len(t.turns) - 1) for t in trajectories if t.turns and t.turns[0].response_ids]
+    elif layout == "fold":  # the last prompt of each segment covers the segment's earlier ones
+        units = [(t, end - 1) for t in trajectories for _, end in fold_segments(t.turns) if t.turns[end - 1].response_ids]
     else:
         units = [(t, k) for t in trajectories for k in range(len(t.turns)) if t.turns[k].response_ids]
     if 0 < limit < len(units):
         units = (rng or random.Random(0)).sample(units, limit)
     errors = []
     for traj, k in units:
-        messages = chat.trajectory_messages(traj, tools) if layout == "trajectory" else \
-            step_messages(chat, traj, k, history_turns, tools)
+        messages = layout_messages(chat, traj, k, layout, history_turns, tools)
         try:
             chat.verify(traj.turns[k].prompt_ids, messages, tools)
         except TokenMismatchError as exc:

@@ -15,7 +15,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def _add_eval(subparsers: argparse._SubParsersAction) -> None:
     from agentgym.eval.runner import DEFAULT_SEED
-    from agentgym.rollout import RolloutConfig
+    from agentgym.rollout import LAYOUTS, RolloutConfig
 
     R = RolloutConfig()  # the defaults every mode shares (train embeds this config)
 
@@ -45,14 +45,19 @@ def _add_eval(subparsers: argparse._SubParsersAction) -> None:
                    help="sampling temperature (default 0 with one sample, 1.0 with several)")
     p.add_argument("--max-tokens", type=int, default=R.sampling.max_tokens,
                    help=f"max new tokens per turn (default {R.sampling.max_tokens})")
-    p.add_argument("--layout", choices=("trajectory", "step"), default=R.layout,
-                   help="prompt layout, as the model was trained: whole conversation or a history window")
-    p.add_argument("--history-turns", type=int, default=R.history_turns,
-                   help=f"step layout: past turns per prompt (default {R.history_turns})")
-    p.add_argument("--max-context-tokens", type=int, default=R.max_context_tokens,
-                   help=f"context limit (default {R.max_context_tokens})")
-    p.add_argument("--max-observation-tokens", type=int, default=R.max_observation_tokens,
-                   help="truncate observations to this")
+    ctx = p.add_argument_group("context (default: what each env registers for its horizon, else the engine's; "
+                               "the chosen values are printed)")
+    ctx.add_argument("--layout", choices=LAYOUTS, default=None,
+                     help="prompt layout, as the model was trained: whole conversation, a history window, or a "
+                          f"conversation folded into summaries (engine default {R.layout})")
+    ctx.add_argument("--history-turns", type=int, default=None,
+                     help=f"step layout: past turns per prompt (engine default {R.history_turns})")
+    ctx.add_argument("--max-context-tokens", type=int, default=None,
+                     help=f"context limit; 0 = none (engine default {R.max_context_tokens})")
+    ctx.add_argument("--max-observation-tokens", type=int, default=None,
+                     help="truncate observations to this; 0 = never (engine default: never)")
+    ctx.add_argument("--fold-at-tokens", type=int, default=None,
+                     help="fold layout: fold once a prompt would pass this (default 3/4 of the context limit)")
     p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
                    help="reuse finished episodes in --out (default on); --no-resume starts afresh")
     p.add_argument("--async", dest="async_mode", action="store_true",
@@ -79,9 +84,14 @@ def run_eval_command(args: argparse.Namespace) -> int:
                         max_turns=args.max_turns, workers=args.workers, temperature=args.temperature,
                         max_tokens=args.max_tokens, layout=args.layout, history_turns=args.history_turns,
                         max_context_tokens=args.max_context_tokens,
-                        max_observation_tokens=args.max_observation_tokens, resume=args.resume,
+                        max_observation_tokens=args.max_observation_tokens, fold_at_tokens=args.fold_at_tokens,
+                        resume=args.resume,
                         keep_prompt_ids=args.keep_prompt_ids, async_mode=args.async_mode,
                         retry_failed=args.retry_failed, tool_format=args.tool_format)
+    from agentgym.horizon import context_lines
+
+    for line in context_lines({e.env_id: config.context_settings(e.env_id) for e in entries}, config.given_context()):
+        print(line, file=sys.stderr)  # stdout stays the report
     run = run_eval(config, progress=not args.no_progress and sys.stderr.isatty())
     resumed = len(run.records) - run.ran_now
     if resumed:

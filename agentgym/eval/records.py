@@ -9,7 +9,8 @@ from typing import Any
 
 from agentgym.errors import ConfigError
 from agentgym.registration import SuiteEntry
-from agentgym.rollout import RolloutConfig
+from agentgym.horizon import CONTEXT_FIELDS, choose
+from agentgym.rollout import LAYOUTS, RolloutConfig
 from agentgym.toolcall_formats import FORMATS
 from agentgym.trajectory import Trajectory
 
@@ -18,7 +19,8 @@ CUSTOM_SUITE = "custom"  # the suite name of `--env ID ...` runs: reports name t
 DEFAULT_SEED = 1_000_000  # held out: training draws its tasks from seeds counting up from 0 (as the trainer's eval)
 # fields that must match for a resumed run to be the same eval (episodes may grow: new seeds are added)
 IDENTITY_FIELDS = ("policy", "suite", "entries", "samples", "split", "seed", "max_turns", "temperature",
-                    "max_tokens", "layout", "history_turns", "max_context_tokens", "max_observation_tokens")
+                    "max_tokens", "layout", "history_turns", "max_context_tokens", "max_observation_tokens",
+                    "fold_at_tokens")
 
 
 @dataclass(frozen=True)
@@ -37,10 +39,12 @@ class EvalConfig:
     workers: int = 4                         # envs stepped concurrently
     temperature: float | None = None         # None: greedy (0) for one sample, 1.0 for several
     max_tokens: int = ROLLOUT.sampling.max_tokens  # per turn
-    layout: str = ROLLOUT.layout             # as in training: "trajectory" (whole chat) or "step" (window)
-    history_turns: int = ROLLOUT.history_turns  # step layout: past turns kept in each prompt
-    max_context_tokens: int | None = ROLLOUT.max_context_tokens  # an episode that would not fit ends (context_full)
-    max_observation_tokens: int | None = ROLLOUT.max_observation_tokens  # observations truncated to this
+    # The context settings: None = what the env's registration recommends (agentgym.horizon), else the engine's.
+    layout: str | None = None                # as in training: "trajectory", "step" (a window) or "fold"
+    history_turns: int | None = None         # step layout: past turns kept in each prompt
+    max_context_tokens: int | None = None    # an episode that would not fit ends (context_full); 0 = no limit
+    max_observation_tokens: int | None = None  # observations truncated to this; 0 = whole
+    fold_at_tokens: int | None = None        # fold layout: fold once a prompt would pass this
     resume: bool = True                      # reuse OUT's finished episodes; False starts afresh
     keep_prompt_ids: bool = False            # store every turn's prompt token ids (large; for debugging)
     async_mode: bool = False                 # send each env's next request as soon as it is ready (servers)
@@ -54,11 +58,14 @@ class EvalConfig:
                   (self.max_turns is None or self.max_turns >= 1, f"--max-turns must be >= 1, got {self.max_turns}"),
                   (self.max_tokens >= 1, f"--max-tokens must be >= 1, got {self.max_tokens}"),
                   (self.temperature is None or self.temperature >= 0, "--temperature must be >= 0"),
-                  (self.layout in ("trajectory", "step"), f"--layout must be trajectory or step, got {self.layout!r}"),
-                  (self.history_turns >= 0, f"--history-turns must be >= 0, got {self.history_turns}"),
-                  (self.max_context_tokens is None or self.max_context_tokens >= 1, "--max-context-tokens must be >= 1"),
-                  (self.max_observation_tokens is None or self.max_observation_tokens >= 1,
-                   "--max-observation-tokens must be >= 1"),
+                  (self.layout in (None, *LAYOUTS), f"--layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}"),
+                  (self.history_turns is None or self.history_turns >= 0,
+                   f"--history-turns must be >= 0, got {self.history_turns}"),
+                  (self.max_context_tokens is None or self.max_context_tokens >= 0,
+                   "--max-context-tokens must be >= 1 (or 0: no limit)"),
+                  (self.max_observation_tokens is None or self.max_observation_tokens >= 0,
+                   "--max-observation-tokens must be >= 1 (or 0: whole observations)"),
+                  (self.fold_at_tokens is None or self.fold_at_tokens >= 1, "--fold-at-tokens must be >= 1"),
                   (bool(self.entries), "nothing to evaluate: the suite has no envs"),
                   (self.tool_format == "auto" or self.tool_format in FORMATS,
                    f"--tool-format must be auto or one of {', '.join(FORMATS)}, got {self.tool_format!r}")]
@@ -71,6 +78,15 @@ class EvalConfig:
         if self.temperature is not None:
             return self.temperature
         return 0.0 if self.samples == 1 else 1.0
+
+    def given_context(self) -> dict[str, Any]:
+        """The context settings the user set (name -> value; 0 token limits as None, i.e. no limit)."""
+        given = {name: getattr(self, name) for name in CONTEXT_FIELDS if getattr(self, name) is not None}
+        return {k: None if v == 0 and k.endswith("_tokens") else v for k, v in given.items()}
+
+    def context_settings(self, env_id: str) -> dict[str, Any]:
+        """The layout, history window and token budgets `env_id` runs with: yours, else its registration's."""
+        return choose(env_id, self.given_context(), {name: getattr(ROLLOUT, name) for name in CONTEXT_FIELDS})
 
     @property
     def seeds(self) -> list[int]:

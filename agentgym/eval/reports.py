@@ -28,7 +28,8 @@ def build_results(run: EvalRun) -> dict[str, Any]:
         trajs = [r.trajectory for r in run.records if r.env == entry.name]
         per_env[entry.name] = compute_metrics(trajs)
         envs.append({"name": entry.name, "env_id": entry.env_id, "kwargs": json_safe(entry.kwargs),
-                     "split": run.splits.get(entry.name, cfg.split), "metrics": per_env[entry.name].to_dict()})
+                     "split": run.splits.get(entry.name, cfg.split), "context": cfg.context_settings(entry.env_id),
+                     "metrics": per_env[entry.name].to_dict()})
     pooled = compute_metrics([r.trajectory for r in run.records], [(r.env, r.trajectory.seed) for r in run.records])
     return {
         "schema_version": SCHEMA_VERSION,
@@ -38,7 +39,7 @@ def build_results(run: EvalRun) -> dict[str, Any]:
                 "temperature": cfg.sampling_temperature, "max_tokens": cfg.max_tokens, "workers": cfg.workers,
                 "layout": cfg.layout, "history_turns": cfg.history_turns,
                 "max_context_tokens": cfg.max_context_tokens, "max_observation_tokens": cfg.max_observation_tokens,
-                "started": run.started, "finished": run.finished, "wall_s": run.finished - run.started,
+                "fold_at_tokens": cfg.fold_at_tokens, "started": run.started, "finished": run.finished, "wall_s": run.finished - run.started,
                 "ran_now": run.ran_now, "complete": len(run.records) == len(cfg.entries) * cfg.episodes * cfg.samples},
         "envs": envs,
         "summary": {"macro_success_rate": macro_success(per_env), "metrics": pooled.to_dict()},

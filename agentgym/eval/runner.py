@@ -248,9 +248,7 @@ def _run_batch(config: EvalConfig, entry: SuiteEntry, seeds: list[int], samples:
 
     sampling = SamplingParams(temperature=config.sampling_temperature, max_tokens=config.max_tokens,
                               seed=config.seed)
-    rcfg = RolloutConfig(max_turns=config.max_turns, layout=config.layout, history_turns=config.history_turns,
-                         max_context_tokens=config.max_context_tokens,
-                         max_observation_tokens=config.max_observation_tokens, sampling=sampling,
+    rcfg = RolloutConfig(max_turns=config.max_turns, **config.context_settings(entry.env_id), sampling=sampling,
                          executor="thread", env_workers=config.workers, async_mode=config.async_mode,
                          max_inflight_batches=config.workers if config.async_mode else 1)
     returned = rollout(entry.env_id, policy, chat, seeds, group_size=len(samples), config=rcfg,

@@ -26,7 +26,7 @@ class HouseholdEnv(TextEnv):
     """ALFWorld-like household tasks. Reset options: `split`, `difficulty`, `task_type`, `task_id`."""
 
     # the world and the tables built from it are pickled together, so their shared objects stay shared
-    snapshot_fields = ("world", "_gotos", "_go_ops", "_acts", "_achieved", "_done", "_expert")
+    snapshot_fields = ("world", "_gotos", "_go_ops", "_acts", "_achieved", "_done", "_expert", "_seen")
 
     def __init__(self, split: str = "train", task_types: tuple[str, ...] | str | None = None,
                  rooms: tuple[str, ...] | str | None = None, difficulty: str | None = None,
@@ -57,6 +57,7 @@ class HouseholdEnv(TextEnv):
         self._acts: dict[str, engine.Op] = {}
         self._achieved: set[str] = set()
         self._done = False
+        self._seen: dict[int, str] = {}
         self._expert = FairExpert()
 
     # ------------------------------------------------------------------ contract
@@ -86,6 +87,7 @@ class HouseholdEnv(TextEnv):
         self._gotos, self._go_ops = engine.goto_tables(w)
         self._achieved, self._done = oracle.subgoals(w), False
         self._acts = engine.admissible(w, self._gotos, self._go_ops)
+        self._seen = {}  # receptacle -> what the agent saw there last (state_summary)
         obs = f"{engine.room_intro(w)}\n\nYour task is to: {w.task.goal}"
         # `split`: the one the task came from, after aliases (test -> test_unseen), for eval reports
         return self._finish(obs, make_info(valid_action=True, task_id=w.task.task_id, split=w.task.split))
@@ -112,6 +114,8 @@ class HouseholdEnv(TextEnv):
         else:
             obs = engine.execute(w, op)
             self._acts = engine.admissible(w, self._gotos, self._go_ops)
+            if w.loc >= 0:
+                self._seen[w.loc] = _contents(w, w.loc)
             self._reward_progress(w, components)
         success = not why and op[0] in GOAL_VERBS and oracle.success(w)
         if success:
@@ -134,6 +138,16 @@ class HouseholdEnv(TextEnv):
     def oracle_plan(self) -> list[str]:
         """The oracle's whole plan from the current state (a demonstration); the env is not changed."""
         return oracle.plan(self._require_world())
+
+    def state_summary(self) -> str:
+        """Where the agent is, what it holds, and the receptacles it visited with what it saw there last."""
+        if self.world is None:
+            return ""
+        w = self.world
+        where = "the middle of the room" if w.loc < 0 else w.rname[w.loc]
+        held = w.oname[w.holding] if w.holding >= 0 else "nothing"
+        seen = "; ".join(f"{w.rname[r]}: {what}" for r, what in self._seen.items())
+        return f"At {where}, holding {held}. Task: {w.task.goal}\nVisited: {seen or 'nothing yet'}"
 
     def render(self) -> str | None:
         if self.world is None:
@@ -174,6 +188,12 @@ class HouseholdEnv(TextEnv):
             info["anchor"] = self.world.state_key()
         self._last_obs = obs
         return obs, self.finish_info(obs, info)
+
+
+def _contents(w: World, recep: int) -> str:
+    if not w.visible(recep):
+        return "closed"
+    return ", ".join(w.oname[o] for o in w.contents[recep]) or "empty"
 
 
 def _command_text(action: Any) -> str:

@@ -246,6 +246,18 @@ class ScienceWorldEnv(TextEnv):
                             str(server.freeActionInventory())))
         return actions, anchor
 
+    def state_summary(self) -> str:
+        """Where the agent is and what it holds (the fold layout's env summary), from free simulator queries."""
+        if self._variation is None or self._sim is None or self._done:
+            return ""
+        try:
+            look = str(self._sim.server.freeActionLook()).strip()
+            inventory = str(self._sim.server.freeActionInventory()).strip()
+        except simulator_errors():
+            return ""
+        room = look.splitlines()[0].split(" In it,")[0] if look else ""  # "This room is called the kitchen."
+        return f"{room}\n{inventory}\nScore so far: {self._score}/100 after {len(self._history)} accepted actions."
+
     # ------------------------------------------------------------------ oracle
     def oracle_plan(self) -> list[str]:
         """The rest of the gold path while the agent has followed it, else []."""

@@ -18,6 +18,7 @@ from agentgym.core import ToolEnv, make_info
 from agentgym.envs.swe.deps import load_deps_folder
 from agentgym.envs.swe.oracle import apply_call, next_edit
 from agentgym.envs.swe.sources import resolve_tasks
+from agentgym.envs.swe.state import last_test_line, workspace_summary
 from agentgym.envs.swe.summary import summarize_files
 from agentgym.envs.swe.tasks import SWETask, apply_diff, diff_paths, read_tree
 from agentgym.envs.swe.testing import TestRun, run_pytest, summarize
@@ -114,6 +115,9 @@ class SWEEnv(ToolEnv):
         self._hash: str | None = None          # hash of every workspace file: the anchor
         self._code_hash: str | None = None
         self._submitted = False
+        self._start_files: dict[str, str] = {}  # the files the task touches, as the episode started (state_summary)
+        self._edited: set[str] = set()          # files the agent edited with str_replace / create_file
+        self._last_tests = ""                   # the last test run's summary line
 
     # ------------------------------------------------------------------ tasks and sandboxes
     @property
@@ -165,6 +169,8 @@ class SWEEnv(ToolEnv):
         fixed_paths = set(diff_paths(task.patch))  # a doctest id in a library file: never write its buggy version
         self._grading = {p: buggy.get(p) for p in task.test_files if buggy.get(p) is not None and p not in fixed_paths}
         self._grading.update(hidden)
+        self._start_files = {p: t for p, t in buggy.items() if t is not None}
+        self._edited, self._last_tests = set(), ""
 
     def _read_tree(self, paths: set[str]) -> dict[str, str]:
         """Files as the sandbox holds them (for repositories that live in an image, not on the host)."""
@@ -319,6 +325,7 @@ class SWEEnv(ToolEnv):
                 raise ValueError(f"{exc}{where} in {path}; it must occur exactly once (view the file and copy the "
                                  "exact text, with more context or the `line` it starts on)") from None
             self.sandbox.write_file(path, edited)
+            self._edited.add(path)
             return f"Edited {path}: replaced {old_str.count(chr(10)) + 1} line(s)."
         return self._sandboxed(edit)
 
@@ -332,6 +339,7 @@ class SWEEnv(ToolEnv):
         """
         def create() -> str:
             self.sandbox.write_file(path, content)
+            self._edited.add(path)
             return f"Wrote {path} ({content.count(chr(10)) + bool(content and not content.endswith(chr(10)))} lines)."
         return self._sandboxed(create)
 
@@ -346,6 +354,7 @@ class SWEEnv(ToolEnv):
         targets = shlex.split(tests) if tests.strip() else list(self.task.test_files)
         run = self._sandboxed(lambda: run_pytest(self.sandbox, targets, timeout_s=self.test_timeout_s,
                                                  plugins=self._plugins))
+        self._last_tests = last_test_line(run.output)
         return summarize(run, self.max_obs)
 
     @tool
@@ -368,6 +377,7 @@ class SWEEnv(ToolEnv):
             if submitted or (self.progress_weight > 0 and self._code_hash != self._graded_hash):
                 run = self._grade()
                 self._graded_hash = self._code_hash
+                self._last_tests = f"{last_test_line(run.output)} (graded with the task's tests)"
                 resolved, newly = self._resolved(run)
                 components["progress"] = self.progress_weight * len(newly) / len(self.task.fail_to_pass)
                 if submitted:
@@ -389,6 +399,10 @@ class SWEEnv(ToolEnv):
         info["task_id"] = self.task.instance_id if self.task else None
         self._last_obs = obs
         return obs, reward, terminated, truncated, info
+
+    def state_summary(self) -> str:
+        """The workspace's diff against the episode's start and the last test result (for the fold layout)."""
+        return workspace_summary(self)
 
     # ------------------------------------------------------------------ oracle, render, close
     def oracle_action(self) -> str | None:

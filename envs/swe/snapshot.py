@@ -13,7 +13,7 @@ from typing import Any
 from agentgym.tools.sandbox.base import extract_tar, tar_directory
 
 FIELDS = ("task", "_failure", "_submitted", "_passed_ever", "_graded_hash", "_hash", "_code_hash", "_fix",
-          "_grading", "_last_obs", "_np_random", "_np_random_seed")
+          "_grading", "_last_obs", "_np_random", "_np_random_seed", "_start_files", "_edited", "_last_tests")
 
 
 def take(env: Any) -> bytes:

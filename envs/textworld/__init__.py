@@ -1,19 +1,22 @@
 """TextWorld: real TextWorld games as agentgym envs (needs the `textworld` extra to be made)."""
+from agentgym.horizon import ContextDefaults
 from agentgym.registration import register
 
 ENTRY = "agentgym.envs.textworld.env:TextWorldEnv"
+# 50-100 turns of room descriptions outgrow 8k: fold
+CONTEXT = ContextDefaults(layout="fold", max_context_tokens=8192, max_observation_tokens=2048)
 
 
 def register_envs() -> None:
     # games are generated from the reset seed with TextWorld's generator, then cached on disk
-    register("agentgym/TextWorld-v0", ENTRY, max_turns=50, suites=("textworld",))
+    register("agentgym/TextWorld-v0", ENTRY, max_turns=50, suites=("textworld",), context=CONTEXT)
     register("agentgym/TextWorld-Simple-v0", ENTRY, max_turns=100, kwargs={"challenge": "tw-simple"},
-             suites=("textworld",))
+             suites=("textworld",), context=CONTEXT)
     register("agentgym/TextWorld-CoinCollector-v0", ENTRY, max_turns=50,
-             kwargs={"challenge": "tw-coin_collector"}, suites=("textworld",))
+             kwargs={"challenge": "tw-coin_collector"}, suites=("textworld",), context=CONTEXT)
     register("agentgym/TextWorld-TreasureHunter-v0", ENTRY, max_turns=50,
-             kwargs={"challenge": "tw-treasure_hunter"}, suites=("textworld",))
+             kwargs={"challenge": "tw-treasure_hunter"}, suites=("textworld",), context=CONTEXT)
     register("agentgym/TextWorld-Cooking-v0", ENTRY, max_turns=100, kwargs={"challenge": "tw-cooking"},
-             suites=("textworld",))
+             suites=("textworld",), context=CONTEXT)
     # a game file of your own: agentgym.make("agentgym/TextWorld-Game-v0", game="path/to/game.z8")
-    register("agentgym/TextWorld-Game-v0", ENTRY, max_turns=100)
+    register("agentgym/TextWorld-Game-v0", ENTRY, max_turns=100, context=CONTEXT)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from agentgym.horizon import ContextDefaults
 from agentgym.registration import SuiteEntry, register, register_suite
 
 SHOP_TEXT = "agentgym.envs.web.shop_env:WebShopEnv"
@@ -19,6 +20,9 @@ WEB = "agentgym.envs.web.browser_envs:WebEnv"
 MINIWOB = "agentgym.envs.web.miniwob:MiniWoBEnv"
 SHOP_TURNS = 15          # WebShop's usual budget
 MINIWOB_TURNS = 12
+# pages are ~1,000 tokens a turn (bytes): 15-30 turns outgrow 16k, so the browser envs fold
+SHOP_CONTEXT = ContextDefaults(layout="trajectory", max_context_tokens=16384, max_observation_tokens=4096)
+BROWSER_CONTEXT = ContextDefaults(layout="fold", max_context_tokens=16384, max_observation_tokens=4096)
 
 
 def miniwob_html_dir() -> Path | None:
@@ -36,12 +40,12 @@ def miniwob_tasks() -> list[str]:
 
 
 def register_envs() -> None:
-    register("agentgym/WebShop-v0", SHOP_TEXT, max_turns=SHOP_TURNS)
-    register("agentgym/WebShop-Browser-v0", SHOP_BROWSER, max_turns=SHOP_TURNS * 2)
-    register("agentgym/Web-v0", WEB, max_turns=20)
+    register("agentgym/WebShop-v0", SHOP_TEXT, max_turns=SHOP_TURNS, context=SHOP_CONTEXT)
+    register("agentgym/WebShop-Browser-v0", SHOP_BROWSER, max_turns=SHOP_TURNS * 2, context=BROWSER_CONTEXT)
+    register("agentgym/Web-v0", WEB, max_turns=20, context=BROWSER_CONTEXT)
     register_suite("web", [SuiteEntry("agentgym/WebShop-v0", {"split": "test"}, label="webshop-text"),
                            SuiteEntry("agentgym/WebShop-Browser-v0", {"split": "test"}, label="webshop-browser")],
                    extend=True)
     for task in miniwob_tasks():
         register(f"agentgym/MiniWoB-{task}-v0", MINIWOB, max_turns=MINIWOB_TURNS, kwargs={"task": task},
-                 suites=("miniwob",))
+                 suites=("miniwob",), context=BROWSER_CONTEXT)

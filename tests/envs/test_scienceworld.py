@@ -175,6 +175,17 @@ def test_bad_input_is_answered_not_raised(env):
     assert command_text("I will look.\n> Open Door to Kitchen.") == "open door to kitchen"
 
 
+def test_state_summary_names_the_room_the_inventory_and_the_score(env):
+    """What the fold layout shows in place of the turns it folds away (agentgym.folding)."""
+    use_task(env, "find-animal")
+    env.reset(seed=0)
+    for _ in range(2):
+        env.step(env.oracle_action())
+    summary = env.state_summary()
+    assert summary.startswith("This room is called the") and "In it" not in summary.splitlines()[0]
+    assert "In your inventory" in summary and "after 2 accepted actions" in summary
+
+
 def test_focusing_on_the_wrong_thing_fails_the_task(env):
     use_task(env, "find-animal")
     env.reset(seed=0)

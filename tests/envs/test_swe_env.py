@@ -111,6 +111,19 @@ def test_run_tests_reports_failures(env):
     assert reward == 0.0
 
 
+def test_state_summary_shows_the_diff_and_the_last_test_run(env):
+    """What the fold layout shows in place of the turns it folds away (agentgym.folding)."""
+    task = load_tasks(MINI_TASKS)[2]
+    env.reset(seed=0, options={"task_id": task.instance_id})
+    assert env.state_summary() == "No file changed yet.\nNo test run yet."
+    env.step(call("run_tests"))
+    assert "Last test run:" in env.state_summary() and "failed" in env.state_summary()
+    env.step(env.oracle_action())  # the fix: the grader runs the tests, the diff shows the edit
+    summary = env.state_summary()
+    assert summary.startswith("Changes so far:\n--- a/") and "\n+" in summary and "\n-" in summary
+    assert "(graded with the task's tests)" in summary
+
+
 @pytest.mark.slow
 def test_oracle_solves_every_shipped_task(env, backend):
     if backend != "bwrap":

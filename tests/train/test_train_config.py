@@ -130,7 +130,11 @@ def test_one_rollout_config_with_one_set_of_defaults():
     assert all(getattr(section, n) == getattr(engine, n) for n in shared)
     assert section.max_new_tokens == engine.sampling.max_tokens == 256
     ev = EvalConfig(policy="random", entries=(SuiteEntry("agentgym/Toy-KeyDoor-v0"),), out_dir="o")
-    assert (ev.layout, ev.history_turns, ev.max_context_tokens, ev.max_observation_tokens, ev.max_tokens) == \
+    # eval leaves the context to each env's registration (agentgym.horizon), then to the engine's defaults
+    assert (ev.layout, ev.history_turns, ev.max_context_tokens, ev.max_observation_tokens) == (None,) * 4
+    unregistered = ev.context_settings("unregistered/Env-v0")
+    assert (unregistered["layout"], unregistered["history_turns"], unregistered["max_context_tokens"],
+            unregistered["max_observation_tokens"], ev.max_tokens) == \
         (engine.layout, engine.history_turns, engine.max_context_tokens, engine.max_observation_tokens, 256)
     custom = config_from_dict({"rollout": {"layout": "step", "history_turns": 3, "env_timeout_s": 5,
                                            "max_new_tokens": 7, "temperature": 0.5}}).rollout

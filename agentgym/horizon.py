@@ -1,0 +1,100 @@
+"""What an env's episodes need from the context: its horizon and the rollout settings that fit it.
+
+An env registers a `ContextDefaults` (`agentgym.register(..., context=ContextDefaults(horizon=60, layout="fold",
+max_observation_tokens=1024))`); `agentgym eval` and `agentgym train` use those settings wherever the user
+did not set one, and print what they chose (`describe`). An env that registers none gets the engine's
+defaults (`RolloutConfig`) and its turn limit as horizon.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from agentgym.errors import RegistrationError
+
+# the rollout settings an env may recommend (names of RolloutConfig fields)
+CONTEXT_FIELDS = ("layout", "history_turns", "max_context_tokens", "max_observation_tokens", "fold_at_tokens")
+_LAYOUTS = ("trajectory", "step", "fold")  # agentgym.rollout.LAYOUTS (not imported: rollout imports the pool)
+
+
+@dataclass(frozen=True)
+class ContextDefaults:
+    """An env's horizon and the rollout settings its long episodes fit in; None = the engine's default."""
+
+    horizon: int | None = None
+    """Turns a long episode takes (the longest gold path, with room); None = the registered turn limit."""
+    layout: str | None = None
+    """"trajectory", "step" (a history window) or "fold" (older turns folded into a summary)."""
+    history_turns: int | None = None
+    """Step layout: past turns kept in each prompt."""
+    max_context_tokens: int | None = None
+    """The context an episode of `horizon` turns fits in."""
+    max_observation_tokens: int | None = None
+    """The observation budget: longer observations are truncated to it (check_env warns when a first or a
+    typical observation passes it)."""
+    fold_at_tokens: int | None = None
+    """Fold layout: fold once a prompt would pass this."""
+
+    def __post_init__(self) -> None:
+        if self.layout is not None and self.layout not in _LAYOUTS:
+            raise RegistrationError(f"ContextDefaults.layout must be one of {', '.join(_LAYOUTS)}, got {self.layout!r}")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name != "layout" and value is not None and (not isinstance(value, int) or value < 0):
+                raise RegistrationError(f"ContextDefaults.{f.name} must be an int >= 0 or None, got {value!r}")
+
+    def settings(self) -> dict[str, Any]:
+        """The rollout settings this env recommends (only those it sets)."""
+        return {name: getattr(self, name) for name in CONTEXT_FIELDS if getattr(self, name) is not None}
+
+
+def context_defaults(env_id: str) -> ContextDefaults:
+    """What `env_id` registered (its turn limit as horizon where it names none); ContextDefaults() for an id
+    this registry does not know (a remote env, a factory)."""
+    from agentgym.registration import registered_context
+
+    declared = registered_context(env_id) or ContextDefaults()
+    if declared.horizon is not None:
+        return declared
+    import gymnasium as gym
+
+    spec = gym.registry.get(env_id)
+    limit = getattr(spec, "max_episode_steps", None)
+    return ContextDefaults(**{**{f.name: getattr(declared, f.name) for f in fields(declared)}, "horizon": limit})
+
+
+def choose(env_id: str, given: dict[str, Any], engine_defaults: dict[str, Any]) -> dict[str, Any]:
+    """The rollout settings to run `env_id` with: `given` (what the user set: name -> value) wins, then the
+    env's recommendation, then `engine_defaults`."""
+    recommended = context_defaults(env_id).settings()
+    return {name: given[name] if name in given else recommended.get(name, engine_defaults.get(name))
+            for name in CONTEXT_FIELDS}
+
+
+def describe(env_id: str, chosen: dict[str, Any], given: dict[str, Any] | tuple[str, ...] = ()) -> str:
+    """The settings chosen for `env_id` and where each came from: (you), (env) = its registration, (default)."""
+    from_env = context_defaults(env_id).settings()
+    parts = []
+    for name in CONTEXT_FIELDS:
+        if name not in chosen or (name == "history_turns" and chosen.get("layout") != "step") \
+                or (name == "fold_at_tokens" and chosen.get("layout") != "fold"):
+            continue
+        source = "you" if name in given else "env" if name in from_env else "default"
+        value = "auto" if name == "fold_at_tokens" and chosen[name] is None else chosen[name]
+        parts.append(f"{name}={value} ({source})")
+    return ", ".join(parts)
+
+
+def context_lines(chosen: dict[str, dict[str, Any]], given: dict[str, Any] | tuple[str, ...] = ()) -> list[str]:
+    """What `agentgym eval` / `train` print: one line per distinct choice over the envs of `chosen` (env id
+    -> settings), naming the envs (or how many) and their horizons."""
+    groups: dict[str, list[str]] = {}
+    for env_id, settings in chosen.items():
+        groups.setdefault(describe(env_id, settings, given), []).append(env_id)
+    lines = []
+    for text, ids in groups.items():
+        horizons = sorted({h for h in (context_defaults(i).horizon for i in ids) if h})
+        span = "" if not horizons else f"horizon {horizons[0]}" + (f"-{horizons[-1]}" if len(horizons) > 1 else "")
+        who = ids[0] if len(ids) == 1 else f"{len(ids)} envs ({ids[0]}, ...)"
+        lines.append(f"context for {who}{' (' + span + ' turns)' if span else ''}: {text}")
+    return lines
