@@ -57,36 +57,41 @@ def choice_sequences(trajectories: Sequence[Trajectory], layout: str, use_labels
     return out
 
 
-def _row(seq: ChoiceSequence, device: Any, dtype: Any) -> tuple[Any, Any, Any]:
-    """(block, position ids, tree mask) of a sequence's one-row layout."""
+def _row(seq: ChoiceSequence, device: Any, dtype: Any, tree: bool = False) -> tuple[Any, Any, Any]:
+    """(block, position ids, mask) of a sequence's one-row layout: the dense 4-D tree mask, or with `tree`
+    its pieces (policies/tree_attention.py; the dense one when the row cannot be cut)."""
     from agentgym.policies.candidate_block import turns_block
+    from agentgym.policies.tree_attention import tree_mask
 
     block = turns_block(0, seq.ids, [(t.prompt_len, t.candidates) for t in seq.turns])
-    return block, torch.tensor([block.positions], device=device), block.mask(dtype, device)
+    mask = tree_mask(block, dtype, device) if tree else None
+    return block, torch.tensor([block.positions], device=device), mask or block.mask(dtype, device)
 
 
-def sequence_trunk(model: Any, seq: ChoiceSequence, device: Any) -> Any:
+def sequence_trunk(model: Any, seq: ChoiceSequence, device: Any, tree: bool = True) -> Any:
     """The frozen trunk's output for `seq`'s row (policies/trunk.py), computed once and reused by every
-    pass over the sequence (SFT epochs, PPO epochs, the old-log-prob pass); None when nothing is frozen."""
+    pass over the sequence (SFT epochs, PPO epochs, the old-log-prob pass); None when nothing is frozen.
+    `tree`: attention in the tree's pieces (policies/tree_attention.py) rather than the dense masked product."""
     from agentgym.policies.trunk import trunk_hidden
 
-    block, positions, mask = _row(seq, device, next(model.parameters()).dtype)
+    block, positions, mask = _row(seq, device, next(model.parameters()).dtype, tree)
     return trunk_hidden(model, block.ids, positions, mask)
 
 
 def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, device: Any,
-                             temperature: float = 1.0, trunk: Any = None) -> list[torch.Tensor]:
+                             temperature: float = 1.0, trunk: Any = None, tree: bool = True) -> list[torch.Tensor]:
     """log π'(candidate) for each turn of `seq` (a tensor of shape [N_k] per turn), differentiable.
 
     ONE forward pass: the conversation, then every turn's candidates in the same row under a tree mask
     (policies/candidate_block.py) that lets a candidate see the conversation up to its turn's prompt and
     its own earlier tokens only. Nothing is repeated per candidate or per turn. With `trunk` (from
-    `sequence_trunk`) only the trainable top layers run; a trunk computed with other weights is refused."""
+    `sequence_trunk`) only the trainable top layers run, their attention in the tree's pieces unless `tree`
+    is False (policies/tree_attention.py); a trunk computed with other weights is refused."""
     from agentgym.policies.candidate_block import candidate_totals, decoder_and_head, target_logprobs
     from agentgym.policies.trunk import top_hidden
 
     decoder, head = decoder_and_head(model)
-    block, positions, mask = _row(seq, device, next(p for p in model.parameters()).dtype)
+    block, positions, mask = _row(seq, device, next(p for p in model.parameters()).dtype, tree and trunk is not None)
     if trunk is not None:
         hidden = top_hidden(model, trunk, block.ids, positions, mask)
     else:
