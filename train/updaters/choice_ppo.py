@@ -123,15 +123,17 @@ class ChoiceStats:
 def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.ndarray, config: TrainConfig,
                   shuffle_seed: int) -> ChoiceStats:
     """PPO epochs over the choice turns: clipped ratio π'_new(a)/π'_old(a), turn-mean loss per mini-batch
-    (the same typed seams as `update.ppo_update`). The frozen trunk runs once per sequence (no grad) and
-    every pass after it runs only the trainable top (policies/trunk.py); `stats.cost` says where time went."""
+    (the same typed seams as `update.ppo_update`). The frozen trunk's output comes from the rollout's own
+    scoring passes when the policy kept it (policies/rollout_trunk.py), else it runs once per sequence (no
+    grad); every pass runs only the trainable top (policies/trunk.py); `stats.cost` says where time went."""
     model, optimizer, scheduler, device = c.model, c.optimizer, c.scheduler, c.device
     cfg, train_cfg, max_grad_norm = config.algorithm, config.train, config.optim.max_grad_norm
     temperature = config.rollout.temperature
     stats = ChoiceStats()
     cost = stats.cost
     with cost.timed("trunk"):
-        trunks = [sequence_trunk(model, s, device) for s in seqs]
+        kept = [_rollout_trunk(c.policy, model, s) for s in seqs]  # the rollout's own trunk outputs, when kept
+        trunks = [k if k is not None else sequence_trunk(model, s, device) for k, s in zip(kept, seqs)]
     # one epoch of one mini-batch: every forward runs on the rollout's weights, so the old log-probs are
     # the new ones detached (ratio 1, gradient intact) and a whole no-grad pass over the batch is saved
     on_policy = train_cfg.ppo_epochs == 1 and min(train_cfg.mini_batches, len(seqs)) == 1
@@ -140,7 +142,7 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
         with torch.no_grad(), cost.timed("forward"):
             old = [[lp[t.chosen].item() for lp, t in zip(sequence_choice_logprobs(model, s, device, temperature, tr),
                                                           s.turns)] for s, tr in zip(seqs, trunks)]
-    _count_rows(cost, model, seqs, trunks, train_cfg.ppo_epochs, 0 if on_policy else 1)
+    _count_rows(cost, model, seqs, trunks, train_cfg.ppo_epochs, 0 if on_policy else 1, [k is not None for k in kept])
     params = [p for p in model.parameters() if p.requires_grad]
     rng = np.random.default_rng(shuffle_seed)
     for _ in range(train_cfg.ppo_epochs):
@@ -176,18 +178,27 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
     return stats
 
 
+def _rollout_trunk(policy: Any, model: Any, seq: ChoiceSequence) -> Any:
+    """The trunk output the rollout policy kept for `seq`'s row (policies/rollout_trunk.py), or None."""
+    keep = getattr(policy, "rollout_trunk", None)
+    if keep is None or not getattr(policy, "keep_trunk", False):
+        return None
+    return keep(model, seq.ids, [(t.prompt_len, t.candidates) for t in seq.turns])
+
+
 def _count_rows(cost: UpdateCost, model: Any, seqs: Sequence[ChoiceSequence], trunks: Sequence[Any],
-                grad_passes: int, plain_passes: int) -> None:
+                grad_passes: int, plain_passes: int, reused: Sequence[bool]) -> None:
     """Tokens and FLOPs of the update's passes over every sequence (updaters/cost.py)."""
     from agentgym.policies.candidate_block import turns_block
     from agentgym.policies.trunk import trainable_start
 
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     start = trainable_start(model)
-    for seq, trunk in zip(seqs, trunks):
+    for seq, trunk, from_rollout in zip(seqs, trunks, reused):
         block = turns_block(0, seq.ids, [(t.prompt_len, t.candidates) for t in seq.turns])
         cost.add_row(config, len(block.ids), len(block.read), start, grad_passes, plain_passes,
-                     trunk_cached=trunk is not None, tree_tokens=len(block.ids) - len(seq.ids))
+                     trunk_cached=trunk is not None, tree_tokens=len(block.ids) - len(seq.ids),
+                     trunk_reused=from_rollout)
 
 
 def choice_step(c: Components, config: TrainConfig, batch: Sequence[Trajectory], iteration: int
