@@ -148,7 +148,7 @@ class AdmissiblePolicy(BasePolicy):
             block = candidate_block(past, prompt[past:], cands)
             cache = self._cache(entry, past, past + len(block.ids))
             decoder, head = decoder_and_head(self.model)
-            capture = self.trunk.capture(self.model) if self.keep_trunk and store is not None \
+            capture: Any = self.trunk.capture(self.model) if self.keep_trunk and store is not None \
                 else contextlib.nullcontext([])
             with capture as caught:
                 hidden = decoder(

@@ -76,11 +76,13 @@ class RolloutTrunk:
         start = trainable_start(model)
         fresh = self.stamp is not None and start == self.start and trunk_stamp(model, start) == self.stamp
         trees = [self.trees.get((tuple(ids[:n]), tuple(tuple(c) for c in cands))) for n, cands in turns]
-        if not fresh or prompt_hidden is None or prompt_hidden.shape[0] < len(ids) or any(t is None for t in trees):
+        kept = [t for t in trees if t is not None]
+        if not fresh or self.stamp is None or prompt_hidden is None or prompt_hidden.shape[0] < len(ids) \
+                or len(kept) < len(trees):
             self.rows_refused += 1
             return None
         block = turns_block(0, ids, turns)
-        hidden = torch.cat([prompt_hidden[:len(ids)], *trees], dim=0)
+        hidden = torch.cat([prompt_hidden[:len(ids)], *kept], dim=0)
         if hidden.shape[0] != len(block.ids):
             self.rows_refused += 1
             return None

@@ -48,7 +48,7 @@ def sft_lines(records: list[dict[str, Any]]) -> list[str]:
 def rl_lines(records: list[dict[str, Any]]) -> list[str]:
     """RL: per iteration, the rollout and the update split into trunk / forward / backward / optimizer,
     with the update's tokens/s and GFLOP/s (dense-attention FLOPs)."""
-    out = []
+    out: list[str] = []
     for r in records:
         if "time/rollout" not in r:
             continue
