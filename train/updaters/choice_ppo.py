@@ -98,7 +98,10 @@ def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, device: Any,
         hidden = decoder(input_ids=torch.tensor([block.ids], device=device), position_ids=positions,
                          attention_mask=mask).last_hidden_state
     read = hidden[0, torch.tensor(block.read, device=device)]
-    logprobs = torch.log_softmax(head(read).float() / temperature, -1)
+    logits = head(read).float()
+    if temperature != 1.0:  # x / 1.0 is x: skip a pass (and its backward) over the [rows, vocab] logits
+        logits = logits / temperature
+    logprobs = torch.log_softmax(logits, -1)
     totals = candidate_totals(target_logprobs(logprobs, block), block)
     return [torch.log_softmax(scores, -1) for scores in totals.split(list(block.turn_sizes))]
 
