@@ -70,7 +70,7 @@ def run_layers(decoder: Any, hidden: Any, mask: Any, position_ids: Any, layers: 
 
     rope = decoder.rotary_emb(hidden, position_ids=position_ids)
     tree = isinstance(mask, TreeMask) and len(layers) > 0
-    with tree_attention_enabled(layers[0].self_attn.config) if tree else contextlib.nullcontext():
+    with tree_attention_enabled(decoder.config) if tree else contextlib.nullcontext():
         for layer in layers:
             hidden = layer(hidden, attention_mask=mask, position_embeddings=rope, position_ids=position_ids)
     return hidden
