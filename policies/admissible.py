@@ -18,12 +18,14 @@ Requests without admissible actions fall back to free generation (`HFPolicy`).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from typing import Any, Sequence
 
 from agentgym.errors import require
 from agentgym.policies.base import BasePolicy, Generation, GenerationRequest
+from agentgym.policies.rollout_trunk import RolloutTrunk
 from agentgym.policy import Choice
 
 
@@ -64,6 +66,10 @@ class AdmissiblePolicy(BasePolicy):
         # what scoring cost since the last `scoring_stats()` (the trainer logs it per iteration)
         self._scoring = {"turns": 0.0, "seconds": 0.0, "prompt_tokens_run": 0.0, "prompt_tokens_reused": 0.0,
                          "candidate_tokens": 0.0, "candidates": 0.0}
+        # keep_trunk (the choice update turns it on): keep the hidden states entering the first trainable
+        # layer from each scoring pass, so the update need not recompute the frozen trunk (rollout_trunk.py)
+        self.keep_trunk = False
+        self.trunk = RolloutTrunk()
 
     def scoring_stats(self) -> dict[str, float]:
         """Turns scored, seconds spent scoring, prompt tokens run vs served from the prefix store, candidate
@@ -132,23 +138,29 @@ class AdmissiblePolicy(BasePolicy):
         free = self.free
         start = time.perf_counter()
         with free._lock, torch.inference_mode():
+            seen = free._weights_seen
             free.drop_stale_prefixes()
+            if free._weights_seen != seen:  # trained since: the kept trunk pieces served their update
+                self.trunk.clear()
             store = free.prefix_store
             reused, entry = store.longest(prompt) if store is not None else (0, None)
             past = min(reused, len(prompt) - 1)
             block = candidate_block(past, prompt[past:], cands)
             cache = self._cache(entry, past, past + len(block.ids))
             decoder, head = decoder_and_head(self.model)
-            hidden = decoder(
-                input_ids=torch.tensor([block.ids], device=self.device),
-                position_ids=torch.tensor([block.positions], device=self.device),
-                attention_mask=block.mask(self._dtype(), self.device), past_key_values=cache,
-                use_cache=True).last_hidden_state
+            capture: Any = self.trunk.capture(self.model) if self.keep_trunk and store is not None \
+                else contextlib.nullcontext([])
+            with capture as caught:
+                hidden = decoder(
+                    input_ids=torch.tensor([block.ids], device=self.device),
+                    position_ids=torch.tensor([block.positions], device=self.device),
+                    attention_mask=block.mask(self._dtype(), self.device), past_key_values=cache,
+                    use_cache=True).last_hidden_state
             read = hidden[0, torch.tensor(block.read, device=self.device)]
             logprobs = torch.log_softmax(head(read).float(), -1)
             flat = target_logprobs(logprobs, block).tolist()
             if store is not None:
-                self._remember_prompt(prompt, reused, past, cache)
+                self._remember_prompt(prompt, reused, past, cache, self._keep_trunk(caught, prompt, past, entry, cands))
             tally = self._scoring
             tally["turns"] += 1
             tally["seconds"] += time.perf_counter() - start
@@ -171,8 +183,37 @@ class AdmissiblePolicy(BasePolicy):
                 layer.preload(keys[None, :, :past], values[None, :, :past], capacity)
         return cache
 
-    def _remember_prompt(self, prompt: list[int], reused: int, past: int, cache: Any) -> None:
-        """Keep the prompt's KV (the next turn's prompt extends it); the candidate columns are dropped."""
+    def _keep_trunk(self, caught: list[Any], prompt: list[int], past: int, entry: Any, cands: list[list[int]]
+                    ) -> Any:
+        """Keep the candidate tree's trunk output; return the whole prompt's (the stored entry's first
+        `past` tokens + this pass's), or None when not captured or the entry has none."""
+        import torch
+
+        if not caught:
+            return None
+        row = caught[0][0]
+        tail = len(prompt) - past
+        self.trunk.keep_tree(prompt, cands, row[tail:])
+        if not past:
+            return row[:tail].clone()
+        if entry is None or entry.hidden is None:
+            return None
+        return torch.cat([entry.hidden[:past], row[:tail]], dim=0)
+
+    def rollout_trunk(self, model: Any, ids: Sequence[int], turns: Sequence[tuple[int, Sequence[Sequence[int]]]]
+                      ) -> Any:
+        """The frozen trunk's output for the training row turns_block(0, ids, turns) from this policy's own
+        scoring passes (policies/rollout_trunk.py), or None when it was not kept or is stale for `model`
+        (the model the update trains: a copy's trunk has other weights and is refused)."""
+        with self.free._lock:
+            store = self.free.prefix_store
+            reused, entry = store.longest(list(ids)) if store is not None else (0, None)
+            hidden = entry.hidden if entry is not None and reused >= len(ids) else None
+            return self.trunk.row(model, hidden, ids, turns)
+
+    def _remember_prompt(self, prompt: list[int], reused: int, past: int, cache: Any, hidden: Any = None) -> None:
+        """Keep the prompt's KV (the next turn's prompt extends it) and, when kept, its trunk output; the
+        candidate columns are dropped."""
         import numpy as np
 
         from agentgym.policies.kv_cache import CachedSequence
@@ -184,4 +225,4 @@ class AdmissiblePolicy(BasePolicy):
             return
         keys = [layer.keys[0, :, :n].clone() for layer in cache.layers]
         values = [layer.values[0, :, :n].clone() for layer in cache.layers]
-        store.add(CachedSequence(np.asarray(prompt, dtype=np.int64), keys, values))
+        store.add(CachedSequence(np.asarray(prompt, dtype=np.int64), keys, values, hidden))

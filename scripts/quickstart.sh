@@ -27,6 +27,7 @@ EPISODES=${QS_EPISODES:-32}
 BASE_EPISODES=${QS_BASE_EPISODES:-8}
 source scripts/python.sh   # agentgym_python: $PYTHON, the active venv, the .venv install.sh made, or python3
 START=$SECONDS
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 # Math threads: every core when the machine is idle (the evals run 2.2x faster with 2 than 1 here), else
 # one: on a 2-core machine that other work shares, two OpenMP threads spin at barriers waiting for a
 # descheduled peer and small matmuls get ~100x slower (1000 576x576 matmuls: 22.7 s with 2 threads vs
@@ -149,7 +150,13 @@ named = [(name, load_results(f"{run}/{d}")) for name, d in
          (("base", "eval-before"), ("sft", "eval-sft"), ("sft+gigpo", "eval-after"))]
 print("\n".join("  " + line for line in summary_lines(named)))
 EOF
-echo "Phases:           ${PHASES[*]}  (load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "Phases:           ${PHASES[*]}  (load average at start: $LOAD_START, now: $(cut -d' ' -f1-3 /proc/loadavg); $OMP_NUM_THREADS thread(s))"
+echo "Where training time went (metrics.jsonl in $RUN/train and $RUN/train/sft):"
+$PY - "$RUN/train" <<'EOF'
+import sys
+from agentgym.train.time_summary import time_lines
+print("\n".join("  " + line for line in time_lines(sys.argv[1])))
+EOF
 echo "Report:           $RUN/compare.html   (open it in a browser; no server needed)"
 echo "Base / SFT / RL:  $RUN/eval-before/report.html   $RUN/eval-sft/report.html   $RUN/eval-after/report.html"
 echo "Training curves:  $RUN/curves.png"

@@ -104,6 +104,9 @@ class Trainer:
             raise ConfigError(f"{type(self.policy).__name__} cannot be trained: a rollout policy must implement "
                               "agentgym.policy.TrainablePolicy (model, takes_adapters, update_weights, "
                               "update_adapter, sleep, close); subclass agentgym.policies.base.BasePolicy")
+        if updater_for(config).name == "choice_ppo" and hasattr(self.policy, "keep_trunk"):
+            # the rollout keeps the frozen trunk's output for the update (policies/rollout_trunk.py)
+            self.policy.keep_trunk = getattr(self.policy, "model", None) is self.model
         self.critic, self.ref, self.optimizer, self.scheduler = c.critic, c.ref, c.optimizer, c.scheduler
         self.device, self.env_id, self.tools, self.pad_id = c.device, c.env_id, c.tools, c.pad_id
         self.iteration = 0

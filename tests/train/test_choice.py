@@ -95,7 +95,8 @@ def test_a_label_differs_from_the_pick_only_when_asked_for():
     assert [t.chosen for s in choice_sequences([traj], "step", use_labels=True) for t in s.turns] == [0]
 
 
-def test_trainer_updates_through_the_choice_distribution(tmp_path):
+@pytest.mark.parametrize("train_layers", [0, 1])
+def test_trainer_updates_through_the_choice_distribution(tmp_path, train_layers):
     import json
 
     from agentgym.train.config import load_config
@@ -103,7 +104,8 @@ def test_trainer_updates_through_the_choice_distribution(tmp_path):
 
     cfg = load_config("toy_learning", [f"train.run_dir={tmp_path}", "rollout.action_mode=admissible",
                                        "rollout.max_new_tokens=3", "train.iterations=1", "rollout.groups=2",
-                                       "rollout.group_size=4", "eval.every=0", "logging.progress=false"])
+                                       "rollout.group_size=4", "eval.every=0", "logging.progress=false",
+                                       f"model.train_layers={train_layers}"])
     trainer = Trainer(cfg)
     try:
         assert isinstance(trainer.policy, AdmissiblePolicy) and trainer.policy.model is trainer.model
@@ -119,6 +121,9 @@ def test_trainer_updates_through_the_choice_distribution(tmp_path):
     assert row["rollout_scoring/turns"] > 0 and row["rollout_scoring/candidate_tokens"] > 0
     assert row["rollout_scoring/prompt_tokens_reused"] > 0  # later turns reuse the episode's prompt KV
     assert row["update/tokens"] > 0 and row["time/update_optimizer"] > 0 and row["gflops_per_s/update"] > 0
+    # top layers only: every episode's frozen trunk comes from its own rollout (policies/rollout_trunk.py)
+    assert row["update/trunk_from_rollout_share"] == (1.0 if train_layers else 0.0)
+    assert row["update/trunk_tokens"] == 0  # reused, or (all layers train) no trunk at all
 
 
 @pytest.mark.parametrize("epochs", [1, 2])

@@ -57,43 +57,51 @@ def choice_sequences(trajectories: Sequence[Trajectory], layout: str, use_labels
     return out
 
 
-def _row(seq: ChoiceSequence, device: Any, dtype: Any) -> tuple[Any, Any, Any]:
-    """(block, position ids, tree mask) of a sequence's one-row layout."""
+def _row(seq: ChoiceSequence, device: Any, dtype: Any, tree: bool = False) -> tuple[Any, Any, Any]:
+    """(block, position ids, mask) of a sequence's one-row layout: the dense 4-D tree mask, or with `tree`
+    its pieces (policies/tree_attention.py; the dense one when the row cannot be cut)."""
     from agentgym.policies.candidate_block import turns_block
+    from agentgym.policies.tree_attention import tree_mask
 
     block = turns_block(0, seq.ids, [(t.prompt_len, t.candidates) for t in seq.turns])
-    return block, torch.tensor([block.positions], device=device), block.mask(dtype, device)
+    mask = tree_mask(block, dtype, device) if tree else None
+    return block, torch.tensor([block.positions], device=device), mask or block.mask(dtype, device)
 
 
-def sequence_trunk(model: Any, seq: ChoiceSequence, device: Any) -> Any:
+def sequence_trunk(model: Any, seq: ChoiceSequence, device: Any, tree: bool = True) -> Any:
     """The frozen trunk's output for `seq`'s row (policies/trunk.py), computed once and reused by every
-    pass over the sequence (SFT epochs, PPO epochs, the old-log-prob pass); None when nothing is frozen."""
+    pass over the sequence (SFT epochs, PPO epochs, the old-log-prob pass); None when nothing is frozen.
+    `tree`: attention in the tree's pieces (policies/tree_attention.py) rather than the dense masked product."""
     from agentgym.policies.trunk import trunk_hidden
 
-    block, positions, mask = _row(seq, device, next(model.parameters()).dtype)
+    block, positions, mask = _row(seq, device, next(model.parameters()).dtype, tree)
     return trunk_hidden(model, block.ids, positions, mask)
 
 
 def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, device: Any,
-                             temperature: float = 1.0, trunk: Any = None) -> list[torch.Tensor]:
+                             temperature: float = 1.0, trunk: Any = None, tree: bool = True) -> list[torch.Tensor]:
     """log π'(candidate) for each turn of `seq` (a tensor of shape [N_k] per turn), differentiable.
 
     ONE forward pass: the conversation, then every turn's candidates in the same row under a tree mask
     (policies/candidate_block.py) that lets a candidate see the conversation up to its turn's prompt and
     its own earlier tokens only. Nothing is repeated per candidate or per turn. With `trunk` (from
-    `sequence_trunk`) only the trainable top layers run; a trunk computed with other weights is refused."""
+    `sequence_trunk`) only the trainable top layers run, their attention in the tree's pieces unless `tree`
+    is False (policies/tree_attention.py); a trunk computed with other weights is refused."""
     from agentgym.policies.candidate_block import candidate_totals, decoder_and_head, target_logprobs
     from agentgym.policies.trunk import top_hidden
 
     decoder, head = decoder_and_head(model)
-    block, positions, mask = _row(seq, device, next(p for p in model.parameters()).dtype)
+    block, positions, mask = _row(seq, device, next(p for p in model.parameters()).dtype, tree and trunk is not None)
     if trunk is not None:
         hidden = top_hidden(model, trunk, block.ids, positions, mask)
     else:
         hidden = decoder(input_ids=torch.tensor([block.ids], device=device), position_ids=positions,
                          attention_mask=mask).last_hidden_state
     read = hidden[0, torch.tensor(block.read, device=device)]
-    logprobs = torch.log_softmax(head(read).float() / temperature, -1)
+    logits = head(read).float()
+    if temperature != 1.0:  # x / 1.0 is x: skip a pass (and its backward) over the [rows, vocab] logits
+        logits = logits / temperature
+    logprobs = torch.log_softmax(logits, -1)
     totals = candidate_totals(target_logprobs(logprobs, block), block)
     return [torch.log_softmax(scores, -1) for scores in totals.split(list(block.turn_sizes))]
 
@@ -118,15 +126,17 @@ class ChoiceStats:
 def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.ndarray, config: TrainConfig,
                   shuffle_seed: int) -> ChoiceStats:
     """PPO epochs over the choice turns: clipped ratio π'_new(a)/π'_old(a), turn-mean loss per mini-batch
-    (the same typed seams as `update.ppo_update`). The frozen trunk runs once per sequence (no grad) and
-    every pass after it runs only the trainable top (policies/trunk.py); `stats.cost` says where time went."""
+    (the same typed seams as `update.ppo_update`). The frozen trunk's output comes from the rollout's own
+    scoring passes when the policy kept it (policies/rollout_trunk.py), else it runs once per sequence (no
+    grad); every pass runs only the trainable top (policies/trunk.py); `stats.cost` says where time went."""
     model, optimizer, scheduler, device = c.model, c.optimizer, c.scheduler, c.device
     cfg, train_cfg, max_grad_norm = config.algorithm, config.train, config.optim.max_grad_norm
     temperature = config.rollout.temperature
     stats = ChoiceStats()
     cost = stats.cost
     with cost.timed("trunk"):
-        trunks = [sequence_trunk(model, s, device) for s in seqs]
+        kept = [_rollout_trunk(c.policy, model, s) for s in seqs]  # the rollout's own trunk outputs, when kept
+        trunks = [k if k is not None else sequence_trunk(model, s, device) for k, s in zip(kept, seqs)]
     # one epoch of one mini-batch: every forward runs on the rollout's weights, so the old log-probs are
     # the new ones detached (ratio 1, gradient intact) and a whole no-grad pass over the batch is saved
     on_policy = train_cfg.ppo_epochs == 1 and min(train_cfg.mini_batches, len(seqs)) == 1
@@ -135,7 +145,7 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
         with torch.no_grad(), cost.timed("forward"):
             old = [[lp[t.chosen].item() for lp, t in zip(sequence_choice_logprobs(model, s, device, temperature, tr),
                                                           s.turns)] for s, tr in zip(seqs, trunks)]
-    _count_rows(cost, model, seqs, trunks, train_cfg.ppo_epochs, 0 if on_policy else 1)
+    _count_rows(cost, model, seqs, trunks, train_cfg.ppo_epochs, 0 if on_policy else 1, [k is not None for k in kept])
     params = [p for p in model.parameters() if p.requires_grad]
     rng = np.random.default_rng(shuffle_seed)
     for _ in range(train_cfg.ppo_epochs):
@@ -171,18 +181,27 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
     return stats
 
 
+def _rollout_trunk(policy: Any, model: Any, seq: ChoiceSequence) -> Any:
+    """The trunk output the rollout policy kept for `seq`'s row (policies/rollout_trunk.py), or None."""
+    keep = getattr(policy, "rollout_trunk", None)
+    if keep is None or not getattr(policy, "keep_trunk", False):
+        return None
+    return keep(model, seq.ids, [(t.prompt_len, t.candidates) for t in seq.turns])
+
+
 def _count_rows(cost: UpdateCost, model: Any, seqs: Sequence[ChoiceSequence], trunks: Sequence[Any],
-                grad_passes: int, plain_passes: int) -> None:
+                grad_passes: int, plain_passes: int, reused: Sequence[bool]) -> None:
     """Tokens and FLOPs of the update's passes over every sequence (updaters/cost.py)."""
     from agentgym.policies.candidate_block import turns_block
     from agentgym.policies.trunk import trainable_start
 
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     start = trainable_start(model)
-    for seq, trunk in zip(seqs, trunks):
+    for seq, trunk, from_rollout in zip(seqs, trunks, reused):
         block = turns_block(0, seq.ids, [(t.prompt_len, t.candidates) for t in seq.turns])
         cost.add_row(config, len(block.ids), len(block.read), start, grad_passes, plain_passes,
-                     trunk_cached=trunk is not None, tree_tokens=len(block.ids) - len(seq.ids))
+                     trunk_cached=trunk is not None, tree_tokens=len(block.ids) - len(seq.ids),
+                     trunk_reused=from_rollout)
 
 
 def choice_step(c: Components, config: TrainConfig, batch: Sequence[Trajectory], iteration: int

@@ -27,6 +27,7 @@ class UpdateCost:
     tree_tokens: int = 0     # of which candidate-tree tokens
     flops: float = 0.0
     sequences: int = 0
+    trunk_reused: int = 0    # sequences whose trunk output came from the rollout (policies/rollout_trunk.py)
 
     @contextlib.contextmanager
     def timed(self, phase: str) -> Iterator[None]:
@@ -37,8 +38,9 @@ class UpdateCost:
             self.seconds[phase] += time.perf_counter() - start
 
     def add_row(self, config: Any, tokens: int, read: int, start: int, grad_passes: int, plain_passes: int = 0,
-                trunk_cached: bool = True, tree_tokens: int = 0) -> None:
-        """Count one sequence: its trunk once (when cached; else every pass runs it), `grad_passes` forward
+                trunk_cached: bool = True, tree_tokens: int = 0, trunk_reused: bool = False) -> None:
+        """Count one sequence: its trunk once (when cached; none when the rollout's was reused; else every
+        pass runs it), `grad_passes` forward
         + backward passes of the top and `plain_passes` no-grad ones. Backward costs twice the forward
         (weights' and inputs' gradients) on the trainable layers and once (inputs' only) on the head."""
         from agentgym.policies.trunk import forward_flops
@@ -48,11 +50,12 @@ class UpdateCost:
         head = forward_flops(config, tokens, tokens, 0, read)
         trunk = forward_flops(config, tokens, tokens, start)
         passes = grad_passes + plain_passes
-        self.flops += (trunk if trunk_cached else trunk * passes) + top * (3 * grad_passes + plain_passes) \
-            + head * (2 * grad_passes + plain_passes)
+        trunk_runs = 0 if trunk_reused else 1 if trunk_cached else passes
+        self.flops += trunk * trunk_runs + top * (3 * grad_passes + plain_passes) + head * (2 * grad_passes + plain_passes)
         self.tokens += tokens * grad_passes
         if start:
-            self.trunk_tokens += tokens if trunk_cached else tokens * passes
+            self.trunk_tokens += tokens * trunk_runs
+        self.trunk_reused += int(trunk_reused)
         self.row_tokens += tokens
         self.tree_tokens += tree_tokens
         self.sequences += 1
@@ -64,6 +67,7 @@ class UpdateCost:
                     "update/tflop": self.flops / 1e12,
                     "update/tokens_per_sequence": self.row_tokens / max(self.sequences, 1),
                     "update/candidate_token_share": self.tree_tokens / max(self.row_tokens, 1),
+                    "update/trunk_from_rollout_share": self.trunk_reused / max(self.sequences, 1),
                     "tokens_per_s/update": self.tokens / max(total, 1e-9),
                     "gflops_per_s/update": self.flops / 1e9 / max(total, 1e-9)})
         return out
