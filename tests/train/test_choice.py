@@ -54,6 +54,24 @@ def test_one_pass_choice_logprobs_equal_brute_force_values_and_gradients(tiny):
     assert g_cached.abs().sum() > 0
 
 
+@pytest.mark.parametrize("temperature", [0.5, 2.0])
+def test_update_distribution_is_the_rollouts_at_any_temperature(tiny, temperature):
+    """The rollout samples softmax(s / T) over summed candidate log-likelihoods s; the update must score
+    that same distribution (a per-token temperature would make the first ratio differ from 1)."""
+    from agentgym.policies.admissible import renormalised
+
+    model, tok = tiny
+    policy = AdmissiblePolicy(model, tok)
+    cands = [list(c) for c in policy.candidate_ids(["left", "take key", "open the door", "right"])]
+    prompt = policy.chat_format().initial_prompt("Take the key.", "room 0 . key here .")
+    sums = [sum(lp) for lp in policy.candidate_scores(list(prompt), cands)]
+    expected = torch.log(torch.tensor(renormalised(sums, temperature)))
+    seq = ChoiceSequence(tuple(prompt), (ChoiceTurn(0, len(prompt), tuple(map(tuple, cands)), 0),))
+    with torch.no_grad():
+        got = sequence_choice_logprobs(model, seq, torch.device("cpu"), temperature)[0]
+    assert torch.allclose(got, expected.to(got.dtype), atol=1e-4)
+
+
 def test_choice_sequences_read_the_choice_each_turn_carries(tiny):
     import json
 

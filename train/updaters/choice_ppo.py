@@ -76,7 +76,8 @@ def sequence_trunk(model: Any, seq: ChoiceSequence, device: Any) -> Any:
 
 def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, device: Any,
                              temperature: float = 1.0, trunk: Any = None) -> list[torch.Tensor]:
-    """log π'(candidate) for each turn of `seq` (a tensor of shape [N_k] per turn), differentiable.
+    """log π'(candidate) for each turn of `seq` (a tensor of shape [N_k] per turn), differentiable:
+    π'(b) = softmax(s(b) / temperature), s(b) the candidate's summed log-likelihood, as the rollout samples.
 
     ONE forward pass: the conversation, then every turn's candidates in the same row under a tree mask
     (policies/candidate_block.py) that lets a candidate see the conversation up to its turn's prompt and
@@ -93,9 +94,11 @@ def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, device: Any,
         hidden = decoder(input_ids=torch.tensor([block.ids], device=device), position_ids=positions,
                          attention_mask=mask).last_hidden_state
     read = hidden[0, torch.tensor(block.read, device=device)]
-    logprobs = torch.log_softmax(head(read).float() / temperature, -1)
+    logprobs = torch.log_softmax(head(read).float(), -1)
     totals = candidate_totals(target_logprobs(logprobs, block), block)
-    return [torch.log_softmax(scores, -1) for scores in totals.split(list(block.turn_sizes))]
+    # the rollout samples softmax(s / T) over the candidates' summed log-likelihoods s (admissible.renormalised):
+    # T divides the sums, not each token's logits (which would be another distribution whenever T != 1)
+    return [torch.log_softmax(scores / temperature, -1) for scores in totals.split(list(block.turn_sizes))]
 
 
 @dataclass
