@@ -165,6 +165,25 @@ def test_choice_update_ratio_starts_at_one_with_or_without_the_old_pass(tiny, ep
     before = [p.detach().clone() for p in model.parameters()]
     stats = choice_update(c, [seq], np.array([1.0, -0.5]), cfg, shuffle_seed=0)
     assert stats.steps == epochs and stats.turns == 2 * epochs
+    # the sampling figures read the first epoch only (the rollout's weights), whatever the epoch count
+    assert stats.first_turns == 2
+    with torch.no_grad():
+        first = sequence_choice_logprobs(policy.model, seq, torch.device("cpu"))  # the weights before the update
+    assert stats.greedy_picks == sum(int(lp.argmax()) == t.chosen for lp, t in zip(first, seq.turns))
+    assert stats.picked_prob == pytest.approx(sum(float(lp[t.chosen].exp()) for lp, t in zip(first, seq.turns)),
+                                              abs=1e-5)
     if epochs == 1:
         assert stats.policy_loss / stats.turns == pytest.approx(-0.25, abs=1e-6) and stats.clip_fraction == 0
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_advantage_balance_says_which_way_the_loss_pushes():
+    import numpy as np
+
+    from agentgym.train.updaters.choice_ppo import advantage_balance
+
+    # one success (+1.5 on 2 turns) among failures (-0.5 on 6 turns) and 2 turns without signal
+    out = advantage_balance(np.array([1.5, 1.5, -0.5, -0.5, -0.5, -0.5, -0.5, -0.5, 0.0, 0.0]))
+    assert out["choice/live_turn_share"] == pytest.approx(0.8)
+    assert out["choice/positive_weight_share"] == pytest.approx(3.0 / 6.0)
+    assert advantage_balance(np.zeros(3)) == {"choice/live_turn_share": 0.0, "choice/positive_weight_share": 0.0}

@@ -109,12 +109,18 @@ class ChoiceStats:
     grad_norm: float = 0.0
     turns: int = 0
     steps: int = 0
+    # how far the rollout's sampling is from greedy evaluation, on the first epoch (the rollout's weights)
+    first_turns: int = 0
+    greedy_picks: int = 0                 # turns whose sampled pick was the argmax candidate
+    picked_prob: float = 0.0              # Σ π'(pick)
     cost: UpdateCost = field(default_factory=UpdateCost)
 
     def as_metrics(self) -> dict[str, float]:
         t = max(self.turns, 1)
+        first = max(self.first_turns, 1)
         return {"policy_loss": self.policy_loss / t, "clip_fraction": self.clip_fraction / t,
                 "entropy": self.entropy / t, "grad_norm": self.grad_norm / max(self.steps, 1),
+                "choice/greedy_pick_share": self.greedy_picks / first, "choice/picked_prob": self.picked_prob / first,
                 "optimizer_steps": float(self.steps), "choice_turns": float(self.turns), **self.cost.as_metrics()}
 
 
@@ -141,7 +147,7 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
     _count_rows(cost, model, seqs, trunks, train_cfg.ppo_epochs, 0 if on_policy else 1)
     params = [p for p in model.parameters() if p.requires_grad]
     rng = np.random.default_rng(shuffle_seed)
-    for _ in range(train_cfg.ppo_epochs):
+    for epoch in range(train_cfg.ppo_epochs):
         order = rng.permutation(len(seqs))
         for mini in np.array_split(order, min(train_cfg.mini_batches, len(seqs))):
             n_turns = max(sum(len(seqs[i].turns) for i in mini), 1)
@@ -165,6 +171,10 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
                 stats.clip_fraction += float(((ratio - clipped).abs() > 1e-8).float().sum())
                 stats.entropy += float(ent.detach().sum())
                 stats.turns += len(seq.turns)
+                if epoch == 0:
+                    stats.first_turns += len(seq.turns)
+                    stats.greedy_picks += sum(int(lp.argmax()) == t.chosen for lp, t in zip(logps, seq.turns))
+                    stats.picked_prob += float(new.detach().exp().sum())
             with cost.timed("optimizer"):
                 stats.grad_norm += float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
                 optimizer.step()
@@ -196,6 +206,14 @@ def choice_step(c: Components, config: TrainConfig, batch: Sequence[Trajectory],
         return {"choice_turns": 0.0}
     advantages = turn_advantages(config.algorithm, TurnTable.from_trajectories(batch), batch)
     stats = choice_update(c, seqs, advantages, config, shuffle_seed=config.train.seed * 1_000_003 + iteration)
-    rows = [t.row for s in seqs for t in s.turns]
-    return {**stats.as_metrics(), "advantage_mean": float(np.mean(advantages[rows])),
-            "advantage_std": float(np.std(advantages[rows]))}
+    adv = advantages[[t.row for s in seqs for t in s.turns]]
+    return {**stats.as_metrics(), "advantage_mean": float(np.mean(adv)), "advantage_std": float(np.std(adv)),
+            **advantage_balance(adv)}
+
+
+def advantage_balance(adv: np.ndarray) -> dict[str, float]:
+    """Which way the turn-mean loss pushes: the share of turns with a non-zero advantage, and the positive
+    advantages' share of Σ|A| (below 0.5, pushing chosen actions down outweighs pulling them up)."""
+    total = float(np.abs(adv).sum())
+    return {"choice/live_turn_share": float(np.mean(adv != 0)) if adv.size else 0.0,
+            "choice/positive_weight_share": float(adv[adv > 0].sum()) / total if total else 0.0}
