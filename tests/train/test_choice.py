@@ -187,3 +187,33 @@ def test_advantage_balance_says_which_way_the_loss_pushes():
     assert out["choice/live_turn_share"] == pytest.approx(0.8)
     assert out["choice/positive_weight_share"] == pytest.approx(3.0 / 6.0)
     assert advantage_balance(np.zeros(3)) == {"choice/live_turn_share": 0.0, "choice/positive_weight_share": 0.0}
+
+
+@pytest.mark.parametrize("agg,expected", [("token-mean", -1.0 / 3.0), ("seq-mean-token-mean", 0.0)])
+def test_choice_loss_weighs_turns_or_trajectories(tiny, agg, expected):
+    """A 2-turn success (A=+1 each) beside a 1-turn failure (A=-1): a mean over turns pulls up (-1/3); a mean
+    over trajectories of their turn-means balances them (0), whatever the trajectories' lengths."""
+    import numpy as np
+
+    from agentgym.train.config import load_config
+    from agentgym.train.setup import Components, make_optimizer
+    from agentgym.train.updaters.choice_ppo import choice_update, turn_weights
+
+    model, tok = tiny
+    policy = AdmissiblePolicy(model, tok)
+    chat = policy.chat_format()
+    cands = tuple(map(tuple, policy.candidate_ids(["left", "take key", "open door"])))
+    p1 = chat.initial_prompt("Take the key.", "room 0 . key here .")
+    p2 = chat.continue_prompt(p1, list(cands[1]), "room 0 . hold key .")
+    won = ChoiceSequence(tuple(p2), (ChoiceTurn(0, len(p1), cands, 1, 0), ChoiceTurn(1, len(p2), cands, 2, 0)))
+    lost = ChoiceSequence(tuple(p1), (ChoiceTurn(2, len(p1), cands, 0, 1),))
+    assert [w.tolist() for w in turn_weights([won, lost], agg)] == \
+        ([[1.0, 1.0], [1.0]] if agg == "token-mean" else [[0.5, 0.5], [1.0]])
+    cfg = load_config("toy_learning", [f"algorithm.loss.agg={agg}", "train.ppo_epochs=1", "train.mini_batches=1",
+                                        "algorithm.regularisers.entropy_coef=0"])
+    model = copy.deepcopy(model).train()
+    optimizer, scheduler = make_optimizer(cfg, model, None)
+    c = Components(model=model, tokenizer=tok, policy=None, chat=chat, critic=None, ref=None, optimizer=optimizer,
+                   scheduler=scheduler, device=torch.device("cpu"), env_id="", tools=[], pad_id=0)
+    stats = choice_update(c, [won, lost], np.array([1.0, 1.0, -1.0]), cfg, shuffle_seed=0)
+    assert stats.policy_loss / stats.turns == pytest.approx(expected, abs=1e-6)  # ratio 1: minus the weighted mean A

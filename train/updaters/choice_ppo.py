@@ -31,6 +31,7 @@ class ChoiceTurn:
     prompt_len: int                       # the candidates start at this position of the sequence
     candidates: tuple[tuple[int, ...], ...]
     chosen: int
+    episode: int = 0                      # which trajectory of the batch it belongs to (loss aggregation)
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,9 @@ def choice_sequences(trajectories: Sequence[Trajectory], layout: str, use_labels
     loss takes: the candidate the turn sent, or with `use_labels` the choice's label (an expert's, which a
     noisy demonstration may not have played). Turns without a choice (free generation) are skipped."""
     out, row = [], 0
-    for traj in trajectories:
+    for episode, traj in enumerate(trajectories):
         turns = [(turn, ChoiceTurn(row + turn.index, len(turn.prompt_ids), turn.choice.candidates,
-                                   turn.choice.target if use_labels else turn.choice.pick))
+                                   turn.choice.target if use_labels else turn.choice.pick, episode))
                  for turn in traj.turns if turn.choice is not None]
         row += len(traj.turns)
         if turns and layout == "trajectory":  # one pass over the last prompt covers every turn's prompt
@@ -147,10 +148,12 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
     _count_rows(cost, model, seqs, trunks, train_cfg.ppo_epochs, 0 if on_policy else 1)
     params = [p for p in model.parameters() if p.requires_grad]
     rng = np.random.default_rng(shuffle_seed)
+    weights = turn_weights(seqs, cfg.loss.agg)
     for epoch in range(train_cfg.ppo_epochs):
         order = rng.permutation(len(seqs))
         for mini in np.array_split(order, min(train_cfg.mini_batches, len(seqs))):
             n_turns = max(sum(len(seqs[i].turns) for i in mini), 1)
+            total_weight = sum(float(weights[i].sum()) for i in mini) or 1.0
             optimizer.zero_grad(set_to_none=True)
             for i in mini:
                 seq = seqs[i]
@@ -161,10 +164,11 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
                     before = new.detach() if old[i] is None else torch.tensor(old[i], device=new.device)
                     ratio = torch.exp(new - before)
                     clipped = ratio.clamp(1 - cfg.loss.clip_low, 1 + cfg.loss.clip_high)
-                    loss = -torch.minimum(ratio * adv, clipped * adv).sum() / n_turns
+                    weight = torch.tensor(weights[i] / total_weight, device=new.device, dtype=new.dtype)
+                    loss = -(torch.minimum(ratio * adv, clipped * adv) * weight).sum()
                     ent = torch.stack([-(lp.exp() * lp).sum() for lp in logps])
                     if cfg.regularisers.entropy_coef:
-                        loss = loss - cfg.regularisers.entropy_coef * ent.sum() / n_turns
+                        loss = loss - cfg.regularisers.entropy_coef * (ent * weight).sum()
                 with cost.timed("backward"):
                     loss.backward()
                 stats.policy_loss += float(loss.item()) * n_turns
@@ -182,6 +186,21 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
                     scheduler.step()
             stats.steps += 1
     return stats
+
+
+def turn_weights(seqs: Sequence[ChoiceSequence], agg: str) -> list[np.ndarray]:
+    """Each turn's weight in the loss (normalised per mini-batch): 1 under `token-mean` (a mean over turns);
+    1 / (its trajectory's turns) under `seq-mean-token-mean` (a mean over trajectories of their turn-means),
+    so a 24-turn failure weighs as much as a 10-turn success rather than 2.4x as much."""
+    if agg == "token-mean":
+        return [np.ones(len(s.turns)) for s in seqs]
+    if agg != "seq-mean-token-mean":
+        raise ValueError(f"the choice loss aggregates turns by token-mean or seq-mean-token-mean, not {agg!r}")
+    counts: dict[int, int] = {}
+    for s in seqs:
+        for t in s.turns:
+            counts[t.episode] = counts.get(t.episode, 0) + 1
+    return [np.array([1.0 / counts[t.episode] for t in s.turns]) for s in seqs]
 
 
 def _count_rows(cost: UpdateCost, model: Any, seqs: Sequence[ChoiceSequence], trunks: Sequence[Any],
