@@ -137,6 +137,9 @@ def test_trainer_updates_through_the_choice_distribution(tmp_path):
     assert row["rollout_scoring/turns"] > 0 and row["rollout_scoring/candidate_tokens"] > 0
     assert row["rollout_scoring/prompt_tokens_reused"] > 0  # later turns reuse the episode's prompt KV
     assert row["update/tokens"] > 0 and row["time/update_optimizer"] > 0 and row["gflops_per_s/update"] > 0
+    # what the update could learn from, and how far sampling was from greedy evaluation
+    assert 0 <= row["zero_variance_group_share"] <= 1 and 0 <= row["choice/live_turn_share"] <= 1
+    assert 0 < row["choice/greedy_pick_share"] <= 1 and 0 < row["choice/picked_prob"] <= 1
 
 
 @pytest.mark.parametrize("epochs", [1, 2])

@@ -225,9 +225,13 @@ def choice_step(c: Components, config: TrainConfig, batch: Sequence[Trajectory],
         return {"choice_turns": 0.0}
     advantages = turn_advantages(config.algorithm, TurnTable.from_trajectories(batch), batch)
     stats = choice_update(c, seqs, advantages, config, shuffle_seed=config.train.seed * 1_000_003 + iteration)
-    adv = advantages[[t.row for s in seqs for t in s.turns]]
+    from agentgym.train.health import signal_figures
+
+    rows = [[t.row for t in s.turns] for s in seqs]
+    adv = advantages[[r for seq_rows in rows for r in seq_rows]]
+    # zero_variance_group_share: groups whose episodes all scored alike (only GiGPO's step groups can teach there)
     return {**stats.as_metrics(), "advantage_mean": float(np.mean(adv)), "advantage_std": float(np.std(adv)),
-            **advantage_balance(adv)}
+            **advantage_balance(adv), **signal_figures(batch, rows, [advantages[r] for r in rows])}
 
 
 def advantage_balance(adv: np.ndarray) -> dict[str, float]:
