@@ -54,6 +54,24 @@ def test_one_pass_choice_logprobs_equal_brute_force_values_and_gradients(tiny):
     assert g_cached.abs().sum() > 0
 
 
+@pytest.mark.parametrize("temperature", [0.5, 2.0])
+def test_update_distribution_is_the_rollouts_at_any_temperature(tiny, temperature):
+    """The rollout samples softmax(s / T) over summed candidate log-likelihoods s; the update must score
+    that same distribution (a per-token temperature would make the first ratio differ from 1)."""
+    from agentgym.policies.admissible import renormalised
+
+    model, tok = tiny
+    policy = AdmissiblePolicy(model, tok)
+    cands = [list(c) for c in policy.candidate_ids(["left", "take key", "open the door", "right"])]
+    prompt = policy.chat_format().initial_prompt("Take the key.", "room 0 . key here .")
+    sums = [sum(lp) for lp in policy.candidate_scores(list(prompt), cands)]
+    expected = torch.log(torch.tensor(renormalised(sums, temperature)))
+    seq = ChoiceSequence(tuple(prompt), (ChoiceTurn(0, len(prompt), tuple(map(tuple, cands)), 0),))
+    with torch.no_grad():
+        got = sequence_choice_logprobs(model, seq, torch.device("cpu"), temperature)[0]
+    assert torch.allclose(got, expected.to(got.dtype), atol=1e-4)
+
+
 def test_choice_sequences_read_the_choice_each_turn_carries(tiny):
     import json
 
@@ -124,6 +142,9 @@ def test_trainer_updates_through_the_choice_distribution(tmp_path, train_layers)
     # top layers only: every episode's frozen trunk comes from its own rollout (policies/rollout_trunk.py)
     assert row["update/trunk_from_rollout_share"] == (1.0 if train_layers else 0.0)
     assert row["update/trunk_tokens"] == 0  # reused, or (all layers train) no trunk at all
+    # what the update could learn from, and how far sampling was from greedy evaluation
+    assert 0 <= row["zero_variance_group_share"] <= 1 and 0 <= row["choice/live_turn_share"] <= 1
+    assert 0 < row["choice/greedy_pick_share"] <= 1 and 0 < row["choice/picked_prob"] <= 1
 
 
 @pytest.mark.parametrize("epochs", [1, 2])
@@ -152,6 +173,55 @@ def test_choice_update_ratio_starts_at_one_with_or_without_the_old_pass(tiny, ep
     before = [p.detach().clone() for p in model.parameters()]
     stats = choice_update(c, [seq], np.array([1.0, -0.5]), cfg, shuffle_seed=0)
     assert stats.steps == epochs and stats.turns == 2 * epochs
+    # the sampling figures read the first epoch only (the rollout's weights), whatever the epoch count
+    assert stats.first_turns == 2
+    with torch.no_grad():
+        first = sequence_choice_logprobs(policy.model, seq, torch.device("cpu"))  # the weights before the update
+    assert stats.greedy_picks == sum(int(lp.argmax()) == t.chosen for lp, t in zip(first, seq.turns))
+    assert stats.picked_prob == pytest.approx(sum(float(lp[t.chosen].exp()) for lp, t in zip(first, seq.turns)),
+                                              abs=1e-5)
     if epochs == 1:
         assert stats.policy_loss / stats.turns == pytest.approx(-0.25, abs=1e-6) and stats.clip_fraction == 0
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_advantage_balance_says_which_way_the_loss_pushes():
+    import numpy as np
+
+    from agentgym.train.updaters.choice_ppo import advantage_balance
+
+    # one success (+1.5 on 2 turns) among failures (-0.5 on 6 turns) and 2 turns without signal
+    out = advantage_balance(np.array([1.5, 1.5, -0.5, -0.5, -0.5, -0.5, -0.5, -0.5, 0.0, 0.0]))
+    assert out["choice/live_turn_share"] == pytest.approx(0.8)
+    assert out["choice/positive_weight_share"] == pytest.approx(3.0 / 6.0)
+    assert advantage_balance(np.zeros(3)) == {"choice/live_turn_share": 0.0, "choice/positive_weight_share": 0.0}
+
+
+@pytest.mark.parametrize("agg,expected", [("token-mean", -1.0 / 3.0), ("seq-mean-token-mean", 0.0)])
+def test_choice_loss_weighs_turns_or_trajectories(tiny, agg, expected):
+    """A 2-turn success (A=+1 each) beside a 1-turn failure (A=-1): a mean over turns pulls up (-1/3); a mean
+    over trajectories of their turn-means balances them (0), whatever the trajectories' lengths."""
+    import numpy as np
+
+    from agentgym.train.config import load_config
+    from agentgym.train.setup import Components, make_optimizer
+    from agentgym.train.updaters.choice_ppo import choice_update, turn_weights
+
+    model, tok = tiny
+    policy = AdmissiblePolicy(model, tok)
+    chat = policy.chat_format()
+    cands = tuple(map(tuple, policy.candidate_ids(["left", "take key", "open door"])))
+    p1 = chat.initial_prompt("Take the key.", "room 0 . key here .")
+    p2 = chat.continue_prompt(p1, list(cands[1]), "room 0 . hold key .")
+    won = ChoiceSequence(tuple(p2), (ChoiceTurn(0, len(p1), cands, 1, 0), ChoiceTurn(1, len(p2), cands, 2, 0)))
+    lost = ChoiceSequence(tuple(p1), (ChoiceTurn(2, len(p1), cands, 0, 1),))
+    assert [w.tolist() for w in turn_weights([won, lost], agg)] == \
+        ([[1.0, 1.0], [1.0]] if agg == "token-mean" else [[0.5, 0.5], [1.0]])
+    cfg = load_config("toy_learning", [f"algorithm.loss.agg={agg}", "train.ppo_epochs=1", "train.mini_batches=1",
+                                        "algorithm.regularisers.entropy_coef=0"])
+    model = copy.deepcopy(model).train()
+    optimizer, scheduler = make_optimizer(cfg, model, None)
+    c = Components(model=model, tokenizer=tok, policy=None, chat=chat, critic=None, ref=None, optimizer=optimizer,
+                   scheduler=scheduler, device=torch.device("cpu"), env_id="", tools=[], pad_id=0)
+    stats = choice_update(c, [won, lost], np.array([1.0, 1.0, -1.0]), cfg, shuffle_seed=0)
+    assert stats.policy_loss / stats.turns == pytest.approx(expected, abs=1e-6)  # ratio 1: minus the weighted mean A

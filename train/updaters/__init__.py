@@ -59,8 +59,9 @@ def _choice_refusals() -> tuple[Refusal, ...]:
                 f"set algorithm.loss.dual_clip=null, {generate}"),
         Refusal("algorithm.loss.ratio_level", lambda c: c.algorithm.loss.ratio_level == "sequence",
                 f"the choice ratio is one per turn: set algorithm.loss.ratio_level=token or turn, {generate}"),
-        Refusal("algorithm.loss.agg", lambda c: c.algorithm.loss.agg != "token-mean",
-                f"the choice loss is a mean over turns: leave algorithm.loss.agg=token-mean, {generate}"),
+        Refusal("algorithm.loss.agg", lambda c: c.algorithm.loss.agg not in ("token-mean", "seq-mean-token-mean"),
+                f"the choice loss is a mean over turns (token-mean) or over trajectories of their turn-means "
+                f"(seq-mean-token-mean): set one of those, {generate}"),
         Refusal("algorithm.gae.whiten_advantages", lambda c: c.algorithm.gae.whiten_advantages,
                 f"set algorithm.gae.whiten_advantages=false (GAE only), {generate}"),
     )

@@ -31,6 +31,7 @@ class ChoiceTurn:
     prompt_len: int                       # the candidates start at this position of the sequence
     candidates: tuple[tuple[int, ...], ...]
     chosen: int
+    episode: int = 0                      # which trajectory of the batch it belongs to (loss aggregation)
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,9 @@ def choice_sequences(trajectories: Sequence[Trajectory], layout: str, use_labels
     loss takes: the candidate the turn sent, or with `use_labels` the choice's label (an expert's, which a
     noisy demonstration may not have played). Turns without a choice (free generation) are skipped."""
     out, row = [], 0
-    for traj in trajectories:
+    for episode, traj in enumerate(trajectories):
         turns = [(turn, ChoiceTurn(row + turn.index, len(turn.prompt_ids), turn.choice.candidates,
-                                   turn.choice.target if use_labels else turn.choice.pick))
+                                   turn.choice.target if use_labels else turn.choice.pick, episode))
                  for turn in traj.turns if turn.choice is not None]
         row += len(traj.turns)
         if turns and layout == "trajectory":  # one pass over the last prompt covers every turn's prompt
@@ -80,7 +81,8 @@ def sequence_trunk(model: Any, seq: ChoiceSequence, device: Any, tree: bool = Tr
 
 def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, device: Any,
                              temperature: float = 1.0, trunk: Any = None, tree: bool = True) -> list[torch.Tensor]:
-    """log π'(candidate) for each turn of `seq` (a tensor of shape [N_k] per turn), differentiable.
+    """log π'(candidate) for each turn of `seq` (a tensor of shape [N_k] per turn), differentiable:
+    π'(b) = softmax(s(b) / temperature), s(b) the candidate's summed log-likelihood, as the rollout samples.
 
     ONE forward pass: the conversation, then every turn's candidates in the same row under a tree mask
     (policies/candidate_block.py) that lets a candidate see the conversation up to its turn's prompt and
@@ -98,12 +100,11 @@ def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, device: Any,
         hidden = decoder(input_ids=torch.tensor([block.ids], device=device), position_ids=positions,
                          attention_mask=mask).last_hidden_state
     read = hidden[0, torch.tensor(block.read, device=device)]
-    logits = head(read).float()
-    if temperature != 1.0:  # x / 1.0 is x: skip a pass (and its backward) over the [rows, vocab] logits
-        logits = logits / temperature
-    logprobs = torch.log_softmax(logits, -1)
+    logprobs = torch.log_softmax(head(read).float(), -1)
     totals = candidate_totals(target_logprobs(logprobs, block), block)
-    return [torch.log_softmax(scores, -1) for scores in totals.split(list(block.turn_sizes))]
+    # the rollout samples softmax(s / T) over the candidates' summed log-likelihoods s (admissible.renormalised):
+    # T divides the sums, not each token's logits (which would be another distribution whenever T != 1)
+    return [torch.log_softmax(scores / temperature, -1) for scores in totals.split(list(block.turn_sizes))]
 
 
 @dataclass
@@ -114,12 +115,18 @@ class ChoiceStats:
     grad_norm: float = 0.0
     turns: int = 0
     steps: int = 0
+    # how far the rollout's sampling is from greedy evaluation, on the first epoch (the rollout's weights)
+    first_turns: int = 0
+    greedy_picks: int = 0                 # turns whose sampled pick was the argmax candidate
+    picked_prob: float = 0.0              # Σ π'(pick)
     cost: UpdateCost = field(default_factory=UpdateCost)
 
     def as_metrics(self) -> dict[str, float]:
         t = max(self.turns, 1)
+        first = max(self.first_turns, 1)
         return {"policy_loss": self.policy_loss / t, "clip_fraction": self.clip_fraction / t,
                 "entropy": self.entropy / t, "grad_norm": self.grad_norm / max(self.steps, 1),
+                "choice/greedy_pick_share": self.greedy_picks / first, "choice/picked_prob": self.picked_prob / first,
                 "optimizer_steps": float(self.steps), "choice_turns": float(self.turns), **self.cost.as_metrics()}
 
 
@@ -148,10 +155,12 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
     _count_rows(cost, model, seqs, trunks, train_cfg.ppo_epochs, 0 if on_policy else 1, [k is not None for k in kept])
     params = [p for p in model.parameters() if p.requires_grad]
     rng = np.random.default_rng(shuffle_seed)
-    for _ in range(train_cfg.ppo_epochs):
+    weights = turn_weights(seqs, cfg.loss.agg)
+    for epoch in range(train_cfg.ppo_epochs):
         order = rng.permutation(len(seqs))
         for mini in np.array_split(order, min(train_cfg.mini_batches, len(seqs))):
             n_turns = max(sum(len(seqs[i].turns) for i in mini), 1)
+            total_weight = sum(float(weights[i].sum()) for i in mini) or 1.0
             optimizer.zero_grad(set_to_none=True)
             for i in mini:
                 seq = seqs[i]
@@ -162,16 +171,21 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
                     before = new.detach() if old[i] is None else torch.tensor(old[i], device=new.device)
                     ratio = torch.exp(new - before)
                     clipped = ratio.clamp(1 - cfg.loss.clip_low, 1 + cfg.loss.clip_high)
-                    loss = -torch.minimum(ratio * adv, clipped * adv).sum() / n_turns
+                    weight = torch.tensor(weights[i] / total_weight, device=new.device, dtype=new.dtype)
+                    loss = -(torch.minimum(ratio * adv, clipped * adv) * weight).sum()
                     ent = torch.stack([-(lp.exp() * lp).sum() for lp in logps])
                     if cfg.regularisers.entropy_coef:
-                        loss = loss - cfg.regularisers.entropy_coef * ent.sum() / n_turns
+                        loss = loss - cfg.regularisers.entropy_coef * (ent * weight).sum()
                 with cost.timed("backward"):
                     loss.backward()
                 stats.policy_loss += float(loss.item()) * n_turns
                 stats.clip_fraction += float(((ratio - clipped).abs() > 1e-8).float().sum())
                 stats.entropy += float(ent.detach().sum())
                 stats.turns += len(seq.turns)
+                if epoch == 0:
+                    stats.first_turns += len(seq.turns)
+                    stats.greedy_picks += sum(int(lp.argmax()) == t.chosen for lp, t in zip(logps, seq.turns))
+                    stats.picked_prob += float(new.detach().exp().sum())
             with cost.timed("optimizer"):
                 stats.grad_norm += float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
                 optimizer.step()
@@ -187,6 +201,21 @@ def _rollout_trunk(policy: Any, model: Any, seq: ChoiceSequence) -> Any:
     if keep is None or not getattr(policy, "keep_trunk", False):
         return None
     return keep(model, seq.ids, [(t.prompt_len, t.candidates) for t in seq.turns])
+
+
+def turn_weights(seqs: Sequence[ChoiceSequence], agg: str) -> list[np.ndarray]:
+    """Each turn's weight in the loss (normalised per mini-batch): 1 under `token-mean` (a mean over turns);
+    1 / (its trajectory's turns) under `seq-mean-token-mean` (a mean over trajectories of their turn-means),
+    so a 24-turn failure weighs as much as a 10-turn success rather than 2.4x as much."""
+    if agg == "token-mean":
+        return [np.ones(len(s.turns)) for s in seqs]
+    if agg != "seq-mean-token-mean":
+        raise ValueError(f"the choice loss aggregates turns by token-mean or seq-mean-token-mean, not {agg!r}")
+    counts: dict[int, int] = {}
+    for s in seqs:
+        for t in s.turns:
+            counts[t.episode] = counts.get(t.episode, 0) + 1
+    return [np.array([1.0 / counts[t.episode] for t in s.turns]) for s in seqs]
 
 
 def _count_rows(cost: UpdateCost, model: Any, seqs: Sequence[ChoiceSequence], trunks: Sequence[Any],
@@ -212,6 +241,18 @@ def choice_step(c: Components, config: TrainConfig, batch: Sequence[Trajectory],
         return {"choice_turns": 0.0}
     advantages = turn_advantages(config.algorithm, TurnTable.from_trajectories(batch), batch)
     stats = choice_update(c, seqs, advantages, config, shuffle_seed=config.train.seed * 1_000_003 + iteration)
-    rows = [t.row for s in seqs for t in s.turns]
-    return {**stats.as_metrics(), "advantage_mean": float(np.mean(advantages[rows])),
-            "advantage_std": float(np.std(advantages[rows]))}
+    from agentgym.train.health import signal_figures
+
+    rows = [[t.row for t in s.turns] for s in seqs]
+    adv = advantages[[r for seq_rows in rows for r in seq_rows]]
+    # zero_variance_group_share: groups whose episodes all scored alike (only GiGPO's step groups can teach there)
+    return {**stats.as_metrics(), "advantage_mean": float(np.mean(adv)), "advantage_std": float(np.std(adv)),
+            **advantage_balance(adv), **signal_figures(batch, rows, [advantages[r] for r in rows])}
+
+
+def advantage_balance(adv: np.ndarray) -> dict[str, float]:
+    """Which way the turn-mean loss pushes: the share of turns with a non-zero advantage, and the positive
+    advantages' share of Σ|A| (below 0.5, pushing chosen actions down outweighs pulling them up)."""
+    total = float(np.abs(adv).sum())
+    return {"choice/live_turn_share": float(np.mean(adv != 0)) if adv.size else 0.0,
+            "choice/positive_weight_share": float(adv[adv > 0].sum()) / total if total else 0.0}
