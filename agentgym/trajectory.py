@@ -146,6 +146,14 @@ class Trajectory:
 _TRAJ_FIELDS = tuple(f for f in Trajectory.__dataclass_fields__ if f != "turns")
 
 
+def split_groups(trajectories: Sequence[Trajectory]) -> list[list[Trajectory]]:
+    """Trajectories as their groups (same `group_id`), groups in order of first appearance."""
+    groups: dict[int, list[Trajectory]] = {}
+    for t in trajectories:
+        groups.setdefault(t.group_id, []).append(t)
+    return list(groups.values())
+
+
 def json_safe(value: Any) -> Any:
     """A copy of `value` that `json.dumps` takes: JSON types kept, anything else as its str."""
     return json.loads(json.dumps(value, default=str))

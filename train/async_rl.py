@@ -32,7 +32,7 @@ from collections import deque
 from typing import Any, Callable, Sequence
 
 from agentgym.policy import Generation, GenerationRequest
-from agentgym.trajectory import Trajectory
+from agentgym.trajectory import Trajectory, split_groups
 
 Play = Callable[[list[int], Any, int], list[Trajectory]]  # (seeds, policy, version) -> trajectories, group-major
 
@@ -91,14 +91,6 @@ def staleness(group: Sequence[Trajectory], current: int) -> int:
     """How many updates old the group's oldest turn is when the trainer at version `current` takes it."""
     oldest = oldest_version(group)
     return 0 if oldest is None else current - oldest
-
-
-def split_groups(trajectories: Sequence[Trajectory]) -> list[list[Trajectory]]:
-    """Group-major trajectories as their groups, in order."""
-    groups: dict[int, list[Trajectory]] = {}
-    for t in trajectories:
-        groups.setdefault(t.group_id, []).append(t)
-    return list(groups.values())
 
 
 class AsyncRollouts:

@@ -41,7 +41,7 @@ from agentgym.train.updaters.losses import running_entropy
 from agentgym.train.estimators.targets import build_targets, shape_rewards, with_epo
 from agentgym.train.batch import Scored, Targets
 from agentgym.train.updaters.token_ppo import ppo_update, score, state_values
-from agentgym.trajectory import Trajectory, TurnTable
+from agentgym.trajectory import Trajectory, TurnTable, split_groups
 
 
 def train(config: TrainConfig) -> Path:
@@ -65,10 +65,8 @@ def turn_cap(config: TrainConfig, iteration: int) -> int | None:
 
 def keep_varied_groups(trajectories: Sequence[Trajectory]) -> tuple[list[list[Trajectory]], int]:
     """Groups (in order) whose returns are not all equal, and how many were dropped."""
-    groups: dict[int, list[Trajectory]] = {}
-    for t in trajectories:
-        groups.setdefault(t.group_id, []).append(t)
-    kept = [g for g in groups.values() if len({round(t.total_reward, 9) for t in g}) > 1]
+    groups = split_groups(trajectories)
+    kept = [g for g in groups if len({round(t.total_reward, 9) for t in g}) > 1]
     return kept, len(groups) - len(kept)
 
 
