@@ -19,6 +19,7 @@ import torch
 from agentgym.train.batch import Components
 from agentgym.train.config import TrainConfig
 from agentgym.train.estimators.targets import turn_advantages
+from agentgym.train.health import signal_figures
 from agentgym.train.updaters.cost import UpdateCost
 from agentgym.trajectory import Trajectory, TurnTable
 
@@ -241,8 +242,6 @@ def choice_step(c: Components, config: TrainConfig, batch: Sequence[Trajectory],
         return {"choice_turns": 0.0}
     advantages = turn_advantages(config.algorithm, TurnTable.from_trajectories(batch), batch)
     stats = choice_update(c, seqs, advantages, config, shuffle_seed=config.train.seed * 1_000_003 + iteration)
-    from agentgym.train.health import signal_figures
-
     rows = [[t.row for t in s.turns] for s in seqs]
     adv = advantages[[r for seq_rows in rows for r in seq_rows]]
     # zero_variance_group_share: groups whose episodes all scored alike (only GiGPO's step groups can teach there)
