@@ -146,9 +146,9 @@ def test_lora_adapter_generates_as_hf_with_peft(smol, smol_prompts, tmp_path):
     from agentgym.policies.models import served_model_dir
     from agentgym.policies.vllm import VLLMPolicy
 
+    torch.manual_seed(0)  # before peft draws A: an unseeded adapter sometimes left all 12 greedy tokens unchanged
     model = peft.get_peft_model(copy.deepcopy(smol.model), peft.LoraConfig(
         r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
-    torch.manual_seed(0)
     with torch.no_grad():  # peft starts B at zero (an adapter that changes nothing); make it count
         for name, param in model.named_parameters():
             if "lora_B" in name:
@@ -166,10 +166,10 @@ def test_lora_adapter_generates_as_hf_with_peft(smol, smol_prompts, tmp_path):
     finally:
         engine.close()
     reference = HFPolicy(model, smol.tokenizer).generate([greedy(p) for p in smol_prompts])
-    base = smol.generate([greedy(p) for p in smol_prompts])
     assert [g.token_ids for g in ours] == [g.token_ids for g in reference]
-    assert [g.token_ids for g in ours] != [g.token_ids for g in base]
     assert max_gap(model, smol_prompts[1], gen) <= LOGPROB_TOL
+    # the adapter counts: the base model scores the engine's sampled tokens far from what the engine reported
+    assert max_gap(smol.model, smol_prompts[1], gen) > 10 * LOGPROB_TOL
 
 
 def test_a_killed_engine_fails_only_the_requests_in_flight(engine, smol, smol_prompts, original):
