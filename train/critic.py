@@ -50,8 +50,10 @@ class Critic(nn.Module):
             if policy_hidden is None:
                 raise ValueError("a shared critic needs the policy's last hidden state")
             return self.head(policy_hidden)
-        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
-        return self.head(out.hidden_states[-1])
+        # the decoder alone: the causal LM's head would build [B, T, vocab] logits only to drop them
+        decoder = self.backbone.get_decoder() if hasattr(self.backbone, "get_decoder") else self.backbone
+        out = decoder(input_ids=input_ids, attention_mask=attention_mask)
+        return self.head(out.last_hidden_state)
 
 
 def _hidden_size(model: Any) -> int:
