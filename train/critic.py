@@ -51,7 +51,8 @@ class Critic(nn.Module):
                 raise ValueError("a shared critic needs the policy's last hidden state")
             return self.head(policy_hidden)
         # the decoder alone: the causal LM's head would build [B, T, vocab] logits only to drop them
-        decoder = self.backbone.get_decoder() if hasattr(self.backbone, "get_decoder") else self.backbone
+        backbone: Any = self.backbone
+        decoder = backbone.get_decoder() if hasattr(backbone, "get_decoder") else backbone
         out = decoder(input_ids=input_ids, attention_mask=attention_mask)
         return self.head(out.last_hidden_state)
 
