@@ -2,7 +2,7 @@
 
     python benchmarks/learning.py [--iterations 14] [--seeds 0 1] [--out runs/bench_learning]
     python benchmarks/learning.py --household --quick   # SmolLM2 on household from one SFT checkpoint:
-                                                        # GiGPO vs GRPO vs RLOO (learning_household.py)
+                                                        # GiGPO vs GRPO (+ RLOO, HGPO: --estimators), learning_household.py
 
 The env (agentgym/Toy-KeyDoor-OneWord-v0, envs/toy/oneword.py) pays 0.5 for taking the key and 1.0 for
 opening the door a turn or more later, so the moves that earn the final reward come before it: turn-

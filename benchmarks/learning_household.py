@@ -9,10 +9,10 @@ spread and a pooled Wilson interval; a table and a PNG.
 
 Sizes (SmolLM2-135M-Instruct, Household-PickPlace, the quickstart_cpu preset, trajectory layout, acting
 among admissible actions unless --action-modes says otherwise):
-  --quick  SFT on 48 fair-expert demonstrations, then per estimator and seed 2 iterations x 2 tasks x 4
-           rollouts; held-out greedy success on 32 test_unseen tasks of the SFT checkpoint and after the
-           last iteration; 3 seeds x gigpo/grpo/rloo (~45 min on an idle 2-core machine; add hgpo with
-           --estimators).
+  --quick  SFT on 48 fair-expert demonstrations, then per estimator and seed the preset's RL stage (6
+           iterations x 2 tasks x 4 rollouts at lr 5e-5); held-out greedy success on 32 test_unseen tasks of
+           the SFT checkpoint, after iteration 3 and after 6; 3 seeds x gigpo/grpo (~50 min on an idle 2-core
+           machine, 7-8 min a run; add rloo or hgpo with --estimators, ~25 min each).
   --gpu    SFT on 256 demonstrations, then 30 iterations x 16 tasks x 8 rollouts, 64 held-out tasks every
            5 iterations, 3 seeds; model.device=cuda, bf16.
 Iteration 0 is the SFT checkpoint itself: greedy evaluation of fixed held-out seeds is deterministic, so it
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 ESTIMATORS = ("gigpo", "grpo", "rloo", "hgpo")
-QUICK = {"iterations": 2, "eval_every": 2, "seeds": [0, 1, 2], "estimators": ["gigpo", "grpo", "rloo"],
+QUICK = {"iterations": 6, "eval_every": 3, "seeds": [0, 1, 2], "estimators": ["gigpo", "grpo"],
          "sft": ["sft.episodes=48"], "rl": ["rollout.groups=2", "rollout.group_size=4", "eval.seeds=32"]}
 GPU = {"iterations": 30, "eval_every": 5, "seeds": [0, 1, 2], "estimators": list(ESTIMATORS),
        "sft": ["sft.episodes=256", "model.device=cuda", "model.dtype=bfloat16"],
