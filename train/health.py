@@ -17,7 +17,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from agentgym.trajectory import Trajectory
+from agentgym.trajectory import Trajectory, split_groups
 
 RewardRange = Optional[tuple[float, float]]
 
@@ -42,11 +42,8 @@ def reward_sanity(trajectories: Sequence[Trajectory], reward_range: RewardRange)
 
 def identical_group_share(trajectories: Sequence[Trajectory]) -> float:
     """The share of groups of two or more whose members all produced the same sequence of action texts."""
-    groups: dict[int, list[tuple[str, ...]]] = {}
-    for t in trajectories:
-        groups.setdefault(t.group_id, []).append(tuple(k.action for k in t.turns))
-    sized = [g for g in groups.values() if len(g) >= 2]
-    return _share(sum(len(set(g)) == 1 for g in sized), len(sized))
+    sized = [g for g in split_groups(trajectories) if len(g) >= 2]
+    return _share(sum(len({tuple(k.action for k in t.turns) for t in g}) == 1 for g in sized), len(sized))
 
 
 def rollout_health(trajectories: Sequence[Trajectory]) -> dict[str, float]:
@@ -76,10 +73,7 @@ def signal_figures(trajectories: Sequence[Trajectory], rows: Sequence[Any], adva
     advantage variance under GRPO), the share of turns whose action tokens all have a zero advantage, and the
     effective batch, the samples with some non-zero advantage (count and share). `rows[i]` and
     `advantages[i]` are sample i's action tokens' turn rows and advantages."""
-    returns: dict[int, list[float]] = {}
-    for t in trajectories:
-        returns.setdefault(t.group_id, []).append(round(t.total_reward, 9))
-    flat = [len(set(g)) == 1 for g in returns.values() if len(g) >= 2]
+    flat = [len({round(t.total_reward, 9) for t in g}) == 1 for g in split_groups(trajectories) if len(g) >= 2]
     turn_live: dict[int, bool] = {}  # turn-table row -> some action token has a non-zero advantage
     live_samples = 0
     for row, adv in zip(rows, advantages):
