@@ -209,6 +209,9 @@ class AlgorithmSection:
     """Turn discount (GiGPO step returns, REINFORCE++, GAE turn clock)."""
     norm: Literal["mean_std", "mean"] = "mean_std"
     """Group normalisation of the critic-free estimators: (R - mean) / std, or R - mean."""
+    negative_scale: float = 1.0
+    """Multiplies negative advantages after the estimator (every estimator, every updater): 1 keeps them,
+    0 trains only on actions that beat their baseline, in between weighs pushing down less than pulling up."""
     episode_stats: Literal["trajectory", "turn"] = "trajectory"
     eps: float = 1e-6
     dynamic_sampling: bool = False
@@ -232,6 +235,8 @@ class AlgorithmSection:
     def __post_init__(self) -> None:
         get_estimator(self.estimator)  # an unknown name fails here, with a did-you-mean
         _check(0.0 <= self.gamma <= 1.0, f"algorithm.gamma must be in [0, 1], got {self.gamma}")
+        _check(0.0 <= self.negative_scale <= 1.0,
+               f"algorithm.negative_scale must be in [0, 1] (1 keeps negative advantages), got {self.negative_scale}")
         its = [int(it) for it, _ in self.turn_cap_schedule]
         _check(its == sorted(its) and all(int(c) >= 1 for _, c in self.turn_cap_schedule),
                "algorithm.turn_cap_schedule must be [[iteration, max_turns], ...] sorted by iteration, caps >= 1")

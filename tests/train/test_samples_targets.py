@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agentgym.errors import TokenMismatchError
+from agentgym.errors import ConfigError, TokenMismatchError
 from agentgym.train.algorithm import AlgorithmSection, GaeSection
 from agentgym.train.samples import build_samples, collate, micro_batches
-from agentgym.train.estimators.targets import anchor_texts, build_targets
+from agentgym.train.estimators.targets import anchor_texts, build_targets, turn_advantages
 from agentgym.train.trainer import keep_varied_groups, turn_cap
 from agentgym.train.config import config_from_dict
 from agentgym.train.batch import Scored
@@ -64,6 +64,35 @@ def test_turn_advantages_broadcast_to_action_tokens():
     # returns (1, 0): GRPO mean mode (+.5, -.5); shifted rows of sample 0: [-1, 0, 0, -1, 1, 1]
     np.testing.assert_allclose(targets.advantages[0], [0, 0.5, 0.5, 0, 0.5, 0.5])
     np.testing.assert_allclose(targets.advantages[1], [0, -0.5, -0.5])
+
+
+@pytest.mark.parametrize("scale", [0.0, 0.25])
+def test_negative_scale_shrinks_negative_advantages_once_on_every_path(scale):
+    ts = [traj(0, [0.0, 1.0], ["a", "b"]), traj(0, [0.0], ["a"])]
+    samples = build_samples(ts, "trajectory")
+    table = TurnTable.from_trajectories(ts)
+    scored = Scored([np.zeros(len(s) - 1) for s in samples], None, None)
+    cfg = AlgorithmSection(estimator="grpo", norm="mean", negative_scale=scale)
+    targets = build_targets(cfg, table, ts, samples, scored)
+    # the worked example above: (+.5, -.5) -> (+.5, -.5 * scale), scaled once (not by scale squared)
+    np.testing.assert_allclose(targets.advantages[0], [0, 0.5, 0.5, 0, 0.5, 0.5])
+    np.testing.assert_allclose(targets.advantages[1], [0, -0.5 * scale, -0.5 * scale])
+    # the choice updater reads per-turn advantages: the same numbers
+    np.testing.assert_allclose(turn_advantages(cfg, table, ts), [0.5, 0.5, -0.5 * scale])
+    # a critic estimator's too: turn_gae at gamma 1, lambda 0 with V = 2 before both turns: A = (0 + 2 - 2, 1 - 2)
+    gae = [traj(0, [0.0, 1.0], ["a", "b"])]
+    gae_samples = build_samples(gae, "trajectory")
+    values = np.array([0.0, 2.0, 0.0, 0.0, 2.0, 0.0])
+    gae_scored = Scored([np.zeros(6)], None, [values])
+    for s, expect in ((1.0, -1.0), (scale, -1.0 * scale)):
+        t = build_targets(AlgorithmSection(estimator="turn_gae", gamma=1.0, gae=GaeSection(lam=0.0), negative_scale=s),
+                          TurnTable.from_trajectories(gae), gae, gae_samples, gae_scored)
+        np.testing.assert_allclose(t.advantages[0][[1, 4]], [0.0, expect])
+
+
+def test_negative_scale_outside_zero_to_one_is_refused():
+    with pytest.raises(ConfigError, match="negative_scale must be in"):
+        config_from_dict({}, ["algorithm.negative_scale=1.5"])
 
 
 def test_turn_gae_reads_values_before_each_turn():

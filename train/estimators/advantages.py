@@ -65,6 +65,14 @@ def group_normalize(x: np.ndarray, key: np.ndarray, mode: Mode = "mean_std", eps
     return out
 
 
+def scale_negatives(advantages: np.ndarray, scale: float) -> np.ndarray:
+    """Negative advantages times `scale` (positive ones unchanged): 1 is the estimator's own, 0 trains only on
+    actions that beat their baseline. With few episodes a batch's failures are long and their turns outnumber
+    the successes', so pushing their actions down (toward every other action) can outweigh the pull toward
+    what worked."""
+    return advantages if scale == 1.0 else np.where(advantages < 0, advantages * scale, advantages)
+
+
 def _sorted_table(table: TurnTable) -> np.ndarray | None:
     """The permutation that sorts rows by (traj, turn), or None when already sorted."""
     t, k = table.traj, table.turn

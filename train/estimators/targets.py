@@ -125,7 +125,12 @@ def reinforce_pp_turns(cfg: AlgorithmSection, table: TurnTable, _: Sequence[Traj
 
 
 def turn_advantages(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory]) -> np.ndarray:
-    """Per-turn advantages of the critic-free estimators."""
+    """Per-turn advantages of the critic-free estimators, negatives scaled by algorithm.negative_scale."""
+    return A.scale_negatives(_estimator_turn_advantages(cfg, table, trajectories), cfg.negative_scale)
+
+
+def _estimator_turn_advantages(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory]
+                               ) -> np.ndarray:
     estimator = get_estimator(cfg.estimator)
     if estimator.turn_advantages is None:
         raise ValueError(f"{cfg.estimator} needs a critic; use build_targets")
@@ -137,7 +142,7 @@ def turn_advantages(cfg: AlgorithmSection, table: TurnTable, trajectories: Seque
 
 def _critic_free_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequence[Trajectory],
                          segs: list[np.ndarray], scored: Scored, final_values: np.ndarray | None) -> Targets:
-    return _spread(turn_advantages(cfg, table, trajectories), segs)
+    return _spread(_estimator_turn_advantages(cfg, table, trajectories), segs)
 
 
 def _spread(adv_turn: np.ndarray, segs: list[np.ndarray]) -> Targets:
@@ -213,4 +218,5 @@ def build_targets(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequenc
         targets = builder(cfg, table, trajectories, segs, scored, final_values)
     overlong = turn_column(trajectories, lambda k: k.finish_reason == "length").astype(bool)
     extras = _loss_extras(cfg, samples, scored, overlong)
-    return Targets(targets.advantages, targets.returns, targets.value_mask, segs, **extras)
+    advantages = [A.scale_negatives(a, cfg.negative_scale) for a in targets.advantages]
+    return Targets(advantages, targets.returns, targets.value_mask, segs, **extras)
