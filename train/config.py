@@ -167,6 +167,13 @@ class OptimSection:
     barely moves it in a short run); the GPU presets train 1.5B-7B models at 1e-6, LoRA and top-layer
     presets go higher (5e-5, 1e-4)."""
     critic_lr: float = 1e-5
+    optimizer: Literal["adamw", "sgd"] = "adamw"
+    """The RL policy's optimizer (the sft stage and ArCHer's critic keep AdamW). adamw moves every trained weight by ~lr from its first
+    step whatever the gradient's size, so a batch with little signal still takes a full step in its noise's
+    direction; sgd steps in proportion to the clipped gradient (lr is then a step length per unit of gradient
+    norm, ~1e-1 rather than ~1e-5 on the CPU presets), so such a batch barely moves the weights."""
+    eps: float = 1e-8
+    """AdamW's epsilon: well above the gradients' per-weight size it turns AdamW into SGD with step lr / eps."""
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
     max_grad_norm: float = 1.0
@@ -177,6 +184,9 @@ class OptimSection:
 
     def __post_init__(self) -> None:
         _check(self.lr > 0, f"optim.lr must be > 0, got {self.lr}")
+        _check(self.eps > 0, f"optim.eps must be > 0, got {self.eps}")
+        _check(self.optimizer == "adamw" or self.betas == (0.9, 0.999),
+               "optim.betas are AdamW's: drop them or set optim.optimizer=adamw")
 
 
 @dataclass(frozen=True)
@@ -349,6 +359,8 @@ class TrainConfig:
         elif estimator.needs_groups:
             _check(r.group_size >= 2, f"algorithm.estimator={a.estimator} compares rollouts of one task: set "
                                       f"rollout.group_size >= 2 (got {r.group_size})")
+        _check(not (self.optim.optimizer == "sgd" and m.critic != "none"),
+               "optim.optimizer=sgd steps the policy only: with model.critic set use optim.optimizer=adamw")
         _check(not (a.dynamic_sampling and r.group_size < 2),
                "algorithm.dynamic_sampling drops groups without reward variance: it needs rollout.group_size >= 2")
         _check(not (m.lora.enabled and m.critic == "separate" and m.critic_model == ""),

@@ -141,7 +141,10 @@ def make_optimizer(config: TrainConfig, model: Any, critic: Any) -> tuple[Any, A
     if critic is not None:
         own = [p for n, p in critic.named_parameters() if p.requires_grad]
         groups.append({"params": own, "lr": o.critic_lr})
-    optimizer = torch.optim.AdamW(groups, weight_decay=o.weight_decay, betas=o.betas)
+    if o.optimizer == "sgd":  # config refuses it with a critic
+        optimizer = torch.optim.SGD(groups, weight_decay=o.weight_decay)
+    else:
+        optimizer = torch.optim.AdamW(groups, weight_decay=o.weight_decay, betas=o.betas, eps=o.eps)
     scheduler = None
     if o.warmup_steps > 0:
         warm = o.warmup_steps

@@ -225,3 +225,49 @@ def test_choice_loss_weighs_turns_or_trajectories(tiny, agg, expected):
                    scheduler=scheduler, device=torch.device("cpu"), env_id="", tools=[], pad_id=0)
     stats = choice_update(c, [won, lost], np.array([1.0, 1.0, -1.0]), cfg, shuffle_seed=0)
     assert stats.policy_loss / stats.turns == pytest.approx(expected, abs=1e-6)  # ratio 1: minus the weighted mean A
+
+
+@pytest.mark.parametrize("optim,signal_follows", [(["optim.optimizer=adamw"], False),
+                                                  (["optim.optimizer=sgd", "optim.lr=0.1"], True),
+                                                  (["optim.optimizer=adamw", "optim.eps=100.0"], True)])
+def test_how_far_a_first_step_moves_with_the_size_of_the_signal(tiny, optim, signal_follows):
+    """Advantages a hundredth the size: AdamW's first step is as long (it divides by the gradient's own size);
+    SGD's, or AdamW's with an epsilon far above the per-weight gradients, is a hundredth as long."""
+    import numpy as np
+
+    from agentgym.train.config import load_config
+    from agentgym.train.setup import Components, make_optimizer
+    from agentgym.train.updaters.choice_ppo import choice_update
+
+    base, tok = tiny
+    policy = AdmissiblePolicy(base, tok)
+    chat = policy.chat_format()
+    cands = tuple(map(tuple, policy.candidate_ids(["left", "take key", "open door"])))
+    p1 = chat.initial_prompt("Take the key.", "room 0 . key here .")
+    p2 = chat.continue_prompt(p1, list(cands[1]), "room 0 . hold key .")
+    seq = ChoiceSequence(tuple(p2), (ChoiceTurn(0, len(p1), cands, 1), ChoiceTurn(1, len(p2), cands, 2)))
+    cfg = load_config("toy_learning", ["train.ppo_epochs=1", "train.mini_batches=1", "optim.max_grad_norm=1e9",
+                                        "algorithm.regularisers.entropy_coef=0", *optim])
+    moves = []
+    for size in (1.0, 0.01):
+        model = copy.deepcopy(base).train()
+        optimizer, scheduler = make_optimizer(cfg, model, None)
+        c = Components(model=model, tokenizer=tok, policy=None, chat=chat, critic=None, ref=None,
+                       optimizer=optimizer, scheduler=scheduler, device=torch.device("cpu"), env_id="", tools=[],
+                       pad_id=0)
+        before = [p.detach().clone() for p in model.parameters()]
+        choice_update(c, [seq], np.array([1.0, -0.5]) * size, cfg, shuffle_seed=0)
+        moves.append(sum(float((p.detach() - b).abs().sum()) for p, b in zip(model.parameters(), before)))
+    assert moves[0] > 0
+    if signal_follows:
+        assert moves[1] / moves[0] == pytest.approx(0.01, rel=0.1)  # float32 rounding of tiny steps
+    else:
+        assert moves[1] / moves[0] > 0.9
+
+
+def test_sgd_with_a_critic_is_refused():
+    from agentgym.errors import ConfigError
+    from agentgym.train.config import load_config
+
+    with pytest.raises(ConfigError, match="optim.optimizer=sgd steps the policy only"):
+        load_config("toy_learning", ["optim.optimizer=sgd", "algorithm.estimator=turn_gae", "model.critic=shared"])
