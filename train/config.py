@@ -168,10 +168,11 @@ class OptimSection:
     presets go higher (5e-5, 1e-4)."""
     critic_lr: float = 1e-5
     optimizer: Literal["adamw", "sgd"] = "adamw"
-    """The RL policy's optimizer (the sft stage and ArCHer's critic keep AdamW). adamw moves every trained weight by ~lr from its first
-    step whatever the gradient's size, so a batch with little signal still takes a full step in its noise's
-    direction; sgd steps in proportion to the clipped gradient (lr is then a step length per unit of gradient
-    norm, ~1e-1 rather than ~1e-5 on the CPU presets), so such a batch barely moves the weights."""
+    """The RL policy's optimizer (the sft stage and ArCHer's critic keep AdamW). adamw moves every trained
+    weight by ~lr from its first step whatever the gradient's size, so a batch with little signal still takes a
+    full step in its noise's direction; sgd steps in proportion to the clipped gradient (lr is then a step length
+    per unit of gradient norm, ~1e-1 rather than ~1e-5 on the CPU presets), so such a batch barely moves the
+    weights."""
     eps: float = 1e-8
     """AdamW's epsilon: well above the gradients' per-weight size it turns AdamW into SGD with step lr / eps."""
     weight_decay: float = 0.0
@@ -185,8 +186,8 @@ class OptimSection:
     def __post_init__(self) -> None:
         _check(self.lr > 0, f"optim.lr must be > 0, got {self.lr}")
         _check(self.eps > 0, f"optim.eps must be > 0, got {self.eps}")
-        _check(self.optimizer == "adamw" or self.betas == (0.9, 0.999),
-               "optim.betas are AdamW's: drop them or set optim.optimizer=adamw")
+        _check(self.optimizer == "adamw" or (self.betas == (0.9, 0.999) and self.eps == 1e-8),
+               "optim.betas and optim.eps are AdamW's: drop them or set optim.optimizer=adamw")
 
 
 @dataclass(frozen=True)

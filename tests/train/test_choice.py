@@ -271,3 +271,5 @@ def test_sgd_with_a_critic_is_refused():
 
     with pytest.raises(ConfigError, match="optim.optimizer=sgd steps the policy only"):
         load_config("toy_learning", ["optim.optimizer=sgd", "algorithm.estimator=turn_gae", "model.critic=shared"])
+    with pytest.raises(ConfigError, match="optim.betas and optim.eps are AdamW's"):
+        load_config("toy_learning", ["optim.optimizer=sgd", "optim.eps=1e-3"])
