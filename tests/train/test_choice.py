@@ -24,6 +24,24 @@ def tiny(tmp_path):
     return AutoModelForCausalLM.from_pretrained(str(path)).eval(), AutoTokenizer.from_pretrained(str(path))
 
 
+def two_turn_sequence(policy):
+    """(chat format, a two-turn episode of the toy: `take key` picked, then `open door`)."""
+    chat = policy.chat_format()
+    cands = tuple(map(tuple, policy.candidate_ids(["left", "take key", "open door"])))
+    p1 = chat.initial_prompt("Take the key.", "room 0 . key here .")
+    p2 = chat.continue_prompt(p1, list(cands[1]), "room 0 . hold key .")
+    return chat, ChoiceSequence(tuple(p2), (ChoiceTurn(0, len(p1), cands, 1), ChoiceTurn(1, len(p2), cands, 2)))
+
+
+def update_components(cfg, model, tok, chat):
+    """What choice_update needs around `model`: its optimizer (as `cfg` says) and nothing else."""
+    from agentgym.train.setup import Components, make_optimizer
+
+    optimizer, scheduler = make_optimizer(cfg, model, None)
+    return Components(model=model, tokenizer=tok, policy=None, chat=chat, critic=None, ref=None, optimizer=optimizer,
+                      scheduler=scheduler, device=torch.device("cpu"), env_id="", tools=[], pad_id=0)
+
+
 def brute_force(model, ids, turn):
     scores = []
     for c in turn.candidates:
@@ -155,21 +173,14 @@ def test_choice_update_ratio_starts_at_one_with_or_without_the_old_pass(tiny, ep
 
     from agentgym.train.updaters.choice_ppo import choice_update
     from agentgym.train.config import load_config
-    from agentgym.train.setup import Components, make_optimizer
 
     model, tok = tiny
     policy = AdmissiblePolicy(model, tok)
-    chat = policy.chat_format()
-    cands = tuple(map(tuple, policy.candidate_ids(["left", "take key", "open door"])))
-    p1 = chat.initial_prompt("Take the key.", "room 0 . key here .")
-    p2 = chat.continue_prompt(p1, list(cands[1]), "room 0 . hold key .")
-    seq = ChoiceSequence(tuple(p2), (ChoiceTurn(0, len(p1), cands, 1), ChoiceTurn(1, len(p2), cands, 2)))
+    chat, seq = two_turn_sequence(policy)
     cfg = load_config("toy_learning", [f"train.ppo_epochs={epochs}", "train.mini_batches=1", "optim.lr=1e-3",
                                         "algorithm.regularisers.entropy_coef=0"])
     model = copy.deepcopy(model).train()
-    optimizer, scheduler = make_optimizer(cfg, model, None)
-    c = Components(model=model, tokenizer=tok, policy=None, chat=chat, critic=None, ref=None, optimizer=optimizer,
-                   scheduler=scheduler, device=torch.device("cpu"), env_id="", tools=[], pad_id=0)
+    c = update_components(cfg, model, tok, chat)
     before = [p.detach().clone() for p in model.parameters()]
     stats = choice_update(c, [seq], np.array([1.0, -0.5]), cfg, shuffle_seed=0)
     assert stats.steps == epochs and stats.turns == 2 * epochs
@@ -204,7 +215,6 @@ def test_choice_loss_weighs_turns_or_trajectories(tiny, agg, expected):
     import numpy as np
 
     from agentgym.train.config import load_config
-    from agentgym.train.setup import Components, make_optimizer
     from agentgym.train.updaters.choice_ppo import choice_update, turn_weights
 
     model, tok = tiny
@@ -220,9 +230,7 @@ def test_choice_loss_weighs_turns_or_trajectories(tiny, agg, expected):
     cfg = load_config("toy_learning", [f"algorithm.loss.agg={agg}", "train.ppo_epochs=1", "train.mini_batches=1",
                                         "algorithm.regularisers.entropy_coef=0"])
     model = copy.deepcopy(model).train()
-    optimizer, scheduler = make_optimizer(cfg, model, None)
-    c = Components(model=model, tokenizer=tok, policy=None, chat=chat, critic=None, ref=None, optimizer=optimizer,
-                   scheduler=scheduler, device=torch.device("cpu"), env_id="", tools=[], pad_id=0)
+    c = update_components(cfg, model, tok, chat)
     stats = choice_update(c, [won, lost], np.array([1.0, 1.0, -1.0]), cfg, shuffle_seed=0)
     assert stats.policy_loss / stats.turns == pytest.approx(expected, abs=1e-6)  # ratio 1: minus the weighted mean A
 
@@ -236,25 +244,17 @@ def test_how_far_a_first_step_moves_with_the_size_of_the_signal(tiny, optim, sig
     import numpy as np
 
     from agentgym.train.config import load_config
-    from agentgym.train.setup import Components, make_optimizer
     from agentgym.train.updaters.choice_ppo import choice_update
 
     base, tok = tiny
     policy = AdmissiblePolicy(base, tok)
-    chat = policy.chat_format()
-    cands = tuple(map(tuple, policy.candidate_ids(["left", "take key", "open door"])))
-    p1 = chat.initial_prompt("Take the key.", "room 0 . key here .")
-    p2 = chat.continue_prompt(p1, list(cands[1]), "room 0 . hold key .")
-    seq = ChoiceSequence(tuple(p2), (ChoiceTurn(0, len(p1), cands, 1), ChoiceTurn(1, len(p2), cands, 2)))
+    chat, seq = two_turn_sequence(policy)
     cfg = load_config("toy_learning", ["train.ppo_epochs=1", "train.mini_batches=1", "optim.max_grad_norm=1e9",
                                         "algorithm.regularisers.entropy_coef=0", *optim])
     moves = []
     for size in (1.0, 0.01):
         model = copy.deepcopy(base).train()
-        optimizer, scheduler = make_optimizer(cfg, model, None)
-        c = Components(model=model, tokenizer=tok, policy=None, chat=chat, critic=None, ref=None,
-                       optimizer=optimizer, scheduler=scheduler, device=torch.device("cpu"), env_id="", tools=[],
-                       pad_id=0)
+        c = update_components(cfg, model, tok, chat)
         before = [p.detach().clone() for p in model.parameters()]
         choice_update(c, [seq], np.array([1.0, -0.5]) * size, cfg, shuffle_seed=0)
         moves.append(sum(float((p.detach() - b).abs().sum()) for p, b in zip(model.parameters(), before)))
