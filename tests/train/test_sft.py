@@ -184,6 +184,10 @@ def test_sft_cli_one_line_error(capsys):
     assert main(["sft", "toy_learning", "sft.source=bogus"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "sft.source" in err[0]
+    # the RL stage's optimizer is refused where only the sft stage runs, never silently ignored
+    assert main(["sft", "toy_learning", "optim.optimizer=sgd", "optim.lr=0.1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "optim.optimizer=sgd is the RL stage's" in err[0]
 
 
 def test_quickstart_preset_warm_starts_a_searching_agent():

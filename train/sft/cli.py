@@ -23,6 +23,11 @@ def run(args: argparse.Namespace) -> int:
     from agentgym.train.config import load_config
 
     config = load_config(args.config, args.overrides)
+    if config.optim.optimizer != "adamw":
+        from agentgym.errors import ConfigError
+
+        raise ConfigError(f"optim.optimizer={config.optim.optimizer} is the RL stage's: agentgym sft trains with "
+                          "AdamW at sft.lr; drop the override here (agentgym train keeps it for the RL after the sft stage)")
     from agentgym.train.sft.run import sft, sft_run_dir
 
     ckpt = sft(config)

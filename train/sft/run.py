@@ -104,7 +104,7 @@ class SFTRun:
         self.trainable = sum(p.numel() for p in params)
         self.trunks: list[Any] | None = None  # choice objective: the frozen trunk's output per demo (once)
         self.optimizer = torch.optim.AdamW(params, lr=config.sft.lr, weight_decay=config.optim.weight_decay,
-                                           betas=config.optim.betas)
+                                           betas=config.optim.betas, eps=config.optim.eps)
         warm = config.sft.warmup_steps
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warm)) \
             if warm else None
