@@ -160,6 +160,9 @@ class RolloutSection(RolloutConfig):
         return RolloutConfig(**{**engine, **overrides})
 
 
+ADAMW_EPS, ADAMW_BETAS = 1e-8, (0.9, 0.999)  # the defaults, and what sgd requires them to stay
+
+
 @dataclass(frozen=True)
 class OptimSection:
     lr: float = 1e-5
@@ -173,10 +176,10 @@ class OptimSection:
     full step in its noise's direction; sgd steps in proportion to the clipped gradient (lr is then a step length
     per unit of gradient norm, ~1e-1 rather than ~1e-5 on the CPU presets), so such a batch barely moves the
     weights."""
-    eps: float = 1e-8
+    eps: float = ADAMW_EPS
     """AdamW's epsilon: well above the gradients' per-weight size it turns AdamW into SGD with step lr / eps."""
     weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
+    betas: tuple[float, float] = ADAMW_BETAS
     max_grad_norm: float = 1.0
     """Gradient-norm clip of the policy's parameters."""
     critic_max_grad_norm: float | None = None
@@ -186,7 +189,7 @@ class OptimSection:
     def __post_init__(self) -> None:
         _check(self.lr > 0, f"optim.lr must be > 0, got {self.lr}")
         _check(self.eps > 0, f"optim.eps must be > 0, got {self.eps}")
-        _check(self.optimizer == "adamw" or (self.betas == (0.9, 0.999) and self.eps == 1e-8),
+        _check(self.optimizer == "adamw" or (self.betas == ADAMW_BETAS and self.eps == ADAMW_EPS),
                "optim.betas and optim.eps are AdamW's: drop them or set optim.optimizer=adamw")
 
 
