@@ -3,7 +3,8 @@
 One room full of numbered receptacles and objects; six task types (pick & place, look at an object
 under the desk lamp, clean/heat/cool & place, pick two & place). Rewards: `outcome` (scale
 `success_reward`) when the goal holds; optionally `progress` for subgoals (found the object, holding
-it, heated it, ...) and `invalid` for inadmissible commands. Splits: `train`, `test_seen`,
+it, heated it, ...), `invalid` for inadmissible commands and `revisit` for a command that leaves the
+world in a state it was already in this episode (a loop: take then put back, go back and forth). Splits: `train`, `test_seen`,
 `test_unseen` (object/receptacle/room combinations never used in train).
 """
 from __future__ import annotations
@@ -26,13 +27,14 @@ class HouseholdEnv(TextEnv):
     """ALFWorld-like household tasks. Reset options: `split`, `difficulty`, `task_type`, `task_id`."""
 
     # the world and the tables built from it are pickled together, so their shared objects stay shared
-    snapshot_fields = ("world", "_gotos", "_go_ops", "_acts", "_achieved", "_done", "_expert", "_seen")
+    snapshot_fields = ("world", "_gotos", "_go_ops", "_acts", "_achieved", "_done", "_expert", "_seen",
+                       "_visited")
 
     def __init__(self, split: str = "train", task_types: tuple[str, ...] | str | None = None,
                  rooms: tuple[str, ...] | str | None = None, difficulty: str | None = None,
                  receptacle_scale: float | None = None, distractors: int | None = None,
                  success_reward: float = 1.0, progress_reward: float = 0.0, invalid_penalty: float = 0.0,
-                 anchor: str = "observation", list_actions: bool | str = False, remind_task: bool = False):
+                 revisit_penalty: float = 0.0, anchor: str = "observation", list_actions: bool | str = False, remind_task: bool = False):
         split = cat.canonical_split(split)
         if split not in cat.SPLITS:
             raise ConfigError(f"unknown split {split!r}; choose from {', '.join(cat.SPLITS)} (or test = test_unseen)")
@@ -46,9 +48,12 @@ class HouseholdEnv(TextEnv):
         self.difficulty = difficulty
         self.knobs = knobs_for(difficulty, **self._knob_args)  # validates now, not at the first reset
         self.success_reward, self.progress_reward = float(success_reward), float(progress_reward)
-        self.invalid_penalty = float(invalid_penalty)
+        self.invalid_penalty, self.revisit_penalty = float(invalid_penalty), float(revisit_penalty)
+        if self.revisit_penalty < 0:
+            raise ConfigError(f"revisit_penalty is subtracted, so it must be >= 0, got {revisit_penalty!r}")
         if not self.progress_reward:  # progress pays per subgoal reached, how many at once is open
-            self.reward_range = (min(0.0, -self.invalid_penalty), max(0.0, self.success_reward))
+            worst = -max(self.invalid_penalty, self.revisit_penalty)
+            self.reward_range = (min(0.0, worst), max(0.0, self.success_reward))
         self.anchor_mode, self.list_actions = anchor, list_actions
         # restate the goal after every step's observation: a small model then finds the object and target
         # names next to what it sees instead of hundreds of tokens back (ALFWorld states it once)
@@ -58,6 +63,7 @@ class HouseholdEnv(TextEnv):
         self._achieved: set[str] = set()
         self._done = False
         self._seen: dict[int, str] = {}
+        self._visited: set[str] = set()  # world.state_key() of every state this episode (revisit_penalty)
         self._expert = FairExpert()
 
     # ------------------------------------------------------------------ contract
@@ -88,6 +94,7 @@ class HouseholdEnv(TextEnv):
         self._achieved, self._done = oracle.subgoals(w), False
         self._acts = engine.admissible(w, self._gotos, self._go_ops)
         self._seen = {}  # receptacle -> what the agent saw there last (state_summary)
+        self._visited = {w.state_key()}
         obs = f"{engine.room_intro(w)}\n\nYour task is to: {w.task.goal}"
         # `split`: the one the task came from, after aliases (test -> test_unseen), for eval reports
         return self._finish(obs, make_info(valid_action=True, task_id=w.task.task_id, split=w.task.split))
@@ -117,6 +124,7 @@ class HouseholdEnv(TextEnv):
             if w.loc >= 0:
                 self._seen[w.loc] = _contents(w, w.loc)
             self._reward_progress(w, components)
+            self._penalise_revisit(w, components)
         success = not why and op[0] in GOAL_VERBS and oracle.success(w)
         if success:
             self._done = True
@@ -171,6 +179,14 @@ class HouseholdEnv(TextEnv):
         if new:
             self._achieved |= new
             components["progress"] = self.progress_reward * len(new)
+
+    def _penalise_revisit(self, w: World, components: dict[str, float]) -> None:
+        # a valid command that changed nothing (look, examine) or undid what came before (put back what
+        # was just taken, walk back to where nothing changed) brings back a known state: no progress
+        key = w.state_key()
+        if key in self._visited and self.revisit_penalty:
+            components["revisit"] = -self.revisit_penalty
+        self._visited.add(key)
 
     def _finish(self, obs: str, info: dict[str, Any], remind: bool = False) -> tuple[str, dict[str, Any]]:
         self._expert.observe(obs)  # before the listing is appended: it reads what the agent is told

@@ -173,6 +173,36 @@ def test_rewards_outcome_scale_progress_and_invalid_penalty():
     assert total == pytest.approx(10.0 + 3 * 0.5)  # found, picked, transformed
 
 
+def test_revisit_penalty_marks_loops_only():
+    env = HouseholdEnv(task_types="pick_and_place", revisit_penalty=0.05)
+    assert env.reward_range[0] == -0.05
+    _, info = env.reset(seed=3)
+    for action in env.oracle_plan():  # the oracle never comes back to a state
+        _, reward, terminated, _, info = env.step(action)
+        assert "revisit" not in info["reward_components"], action
+    assert terminated and reward == 1.0
+    _, info = env.reset(seed=3)
+    first_go = next(a for a in info["admissible_actions"] if a.startswith("go to "))
+    env.step(first_go)
+    saved = env.snapshot()
+    _, reward, _, _, info = env.step("look")  # changed nothing: the state after the go again
+    assert info["reward_components"] == {"revisit": -0.05} and reward == pytest.approx(-0.05)
+    other = next(a for a in info["admissible_actions"] if a.startswith("go to ") and a != first_go)
+    assert "revisit" not in env.step(other)[4]["reward_components"]
+    assert env.step(first_go)[4]["reward_components"] == {"revisit": -0.05}  # back where nothing changed
+    fresh = HouseholdEnv(task_types="pick_and_place", revisit_penalty=0.05)
+    fresh.restore(saved)  # a restored env remembers the states of its episode so far
+    assert fresh.step("look")[4]["reward_components"] == {"revisit": -0.05}
+    env.reset(seed=3)  # a new episode starts with no history
+    assert "revisit" not in env.step(first_go)[4]["reward_components"]
+    plain = HouseholdEnv(task_types="pick_and_place")
+    plain.reset(seed=3)
+    plain.step(first_go)
+    assert plain.step("look")[4]["reward_components"] == {}  # off by default
+    with pytest.raises(ConfigError, match="revisit_penalty"):
+        HouseholdEnv(revisit_penalty=-0.1)
+
+
 def test_outcome_only_by_default():
     env = HouseholdEnv()
     env.reset(seed=5)
