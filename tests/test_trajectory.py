@@ -1,6 +1,8 @@
 """The one serialiser (`to_dict`) and the one outcome (success / failure / error) of trajectories."""
 import json
 
+import pytest
+
 from agentgym.eval.metrics import compute_metrics
 from agentgym.trajectory import OUTCOMES, Trajectory, Turn, TurnTable
 from agentgym.train.metrics import rollout_metrics
@@ -29,6 +31,16 @@ def test_training_and_eval_metrics_count_the_same_outcomes():
     assert train["success"] == evaluation.success_rate == 0.25
     assert train["failed_episodes"] == evaluation.errors == 2
     assert evaluation.pass_at_k == {"1": 0.25}
+    assert train["reward/goal"] == 1.0  # one turn with {"goal": 1.0} in each of the 4 episodes
+
+
+def test_reward_components_are_summed_per_episode_and_averaged():
+    looped = Trajectory("env", 0, 0, 0, tuple(
+        Turn(index=i, observation="o", action="a", prompt_ids=(1,), response_ids=(2,), logprobs=(-0.1,),
+             reward=-0.05, reward_components={"revisit": -0.05}) for i in range(3)), False, "max_turns")
+    batch = [looped, _traj(1, success=True)]
+    metrics = rollout_metrics(batch, prefix="train/")
+    assert metrics["train/reward/revisit"] == pytest.approx(-0.15 / 2) and metrics["train/reward/goal"] == 1.0 / 2
 
 
 def test_to_dict_is_json_ready_and_reads_back():

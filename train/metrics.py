@@ -17,7 +17,8 @@ from agentgym.trajectory import Trajectory
 
 
 def rollout_metrics(trajectories: Sequence[Trajectory], prefix: str = "") -> dict[str, float]:
-    """success, return, turns, valid-action rate, tool-call rate, response tokens of a batch."""
+    """success, return, turns, valid-action rate, tool-call rate, response tokens of a batch, and
+    `reward/<component>`: each reward component's total per episode, averaged over the batch."""
     if not trajectories:
         return {}
     turns = [t for tr in trajectories for t in tr.turns]
@@ -32,8 +33,19 @@ def rollout_metrics(trajectories: Sequence[Trajectory], prefix: str = "") -> dic
         "failed_episodes": float(sum(tr.outcome == "error" for tr in trajectories)),
         "overlong_rate": sum(t.finish_reason == "length" for t in turns) / n_turns,
         **tool_call_stats(turns),
+        **reward_component_means(trajectories),
     }
     return {prefix + k: v for k, v in out.items()}
+
+
+def reward_component_means(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """`reward/<name>`: the sum of a component over an episode's turns, averaged over all episodes (0 for an
+    episode that never got it), so a shaping term's share of the return is visible next to `return`."""
+    totals: dict[str, float] = {}
+    for turn in (t for tr in trajectories for t in tr.turns):
+        for name, value in turn.reward_components.items():
+            totals[name] = totals.get(name, 0.0) + value
+    return {f"reward/{name}": total / len(trajectories) for name, total in sorted(totals.items())}
 
 
 def tool_call_stats(turns: Sequence[Any]) -> dict[str, float]:
