@@ -1,6 +1,7 @@
 """The household env: oracle, splits, determinism, rewards, anchors, bad input."""
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -375,3 +376,23 @@ def test_demonstrations_replay_to_success():
             assert obs == expected_obs
             obs, _, terminated, _, info = env.step(action)
         assert terminated and info["success"]
+
+
+def test_loops_benchmark_counts_revisits_of_recorded_episodes(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "benchmarks" / "household_loops.py"
+    spec = importlib.util.spec_from_file_location("household_loops", path)
+    loops = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loops)
+    env = HouseholdEnv(task_types="pick_and_place")
+    _, info = env.reset(seed=3)
+    plan = env.oracle_plan()
+    looped = [plan[0], "look", "look", "inventory", "look"]  # 4 commands that change nothing
+    rows = [{"trajectory": {"task_id": info["task_id"], "success": True, "turns": [{"action": a} for a in plan]}},
+            {"trajectory": {"task_id": info["task_id"], "success": False, "turns": [{"action": a} for a in looped]}}]
+    (tmp_path / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert loops.replay_revisits(info["task_id"], looped) == 4
+    assert loops.run_row(tmp_path, min_revisits=4).endswith(
+        f"success 1/2, revisits {4 / (len(plan) + 5):.0%} of {len(plan) + 5} turns, 1 of 1 failures revisit >= 4 times")
