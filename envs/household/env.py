@@ -4,8 +4,8 @@ One room full of numbered receptacles and objects; six task types (pick & place,
 under the desk lamp, clean/heat/cool & place, pick two & place). Rewards: `outcome` (scale
 `success_reward`) when the goal holds; optionally `progress` for subgoals (found the object, holding
 it, heated it, ...), `invalid` for inadmissible commands and `revisit` for a command that leaves the
-world in a state it was already in this episode (a loop: take then put back, go back and forth). Splits: `train`, `test_seen`,
-`test_unseen` (object/receptacle/room combinations never used in train).
+world in a state it was already in this episode (a loop: take then put back, go back and forth).
+Splits: `train`, `test_seen`, `test_unseen` (object/receptacle/room combinations never used in train).
 """
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ class HouseholdEnv(TextEnv):
                  rooms: tuple[str, ...] | str | None = None, difficulty: str | None = None,
                  receptacle_scale: float | None = None, distractors: int | None = None,
                  success_reward: float = 1.0, progress_reward: float = 0.0, invalid_penalty: float = 0.0,
-                 revisit_penalty: float = 0.0, anchor: str = "observation", list_actions: bool | str = False, remind_task: bool = False):
+                 revisit_penalty: float = 0.0, anchor: str = "observation", list_actions: bool | str = False,
+                 remind_task: bool = False):
         split = cat.canonical_split(split)
         if split not in cat.SPLITS:
             raise ConfigError(f"unknown split {split!r}; choose from {', '.join(cat.SPLITS)} (or test = test_unseen)")
