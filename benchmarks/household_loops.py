@@ -12,7 +12,6 @@ and how many failures revisit at least `--min-revisits` times (the loops that ea
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -27,18 +26,20 @@ def replay_revisits(task_id: str, actions: list[str]) -> int:
 
 
 def run_row(eval_dir: Path, min_revisits: int) -> str:
-    records = [json.loads(line)["trajectory"] for line in (eval_dir / "trajectories.jsonl").open()]
-    records = [r for r in records if str(r.get("task_id", "")).startswith("household/")]
-    if not records:
+    from agentgym.eval.runner import TRAJECTORIES_FILE, load_records
+
+    episodes = [r.trajectory for r in load_records(eval_dir / TRAJECTORIES_FILE)]
+    episodes = [t for t in episodes if str(t.task_id or "").startswith("household/")]
+    if not episodes:
         return f"{eval_dir}: no household episodes"
     turns = revisits = loopy_failures = 0
-    for r in records:
-        actions = [t["action"] for t in r["turns"]]
-        n = replay_revisits(r["task_id"], actions)
+    for t in episodes:
+        actions = [turn.action for turn in t.turns]
+        n = replay_revisits(t.task_id, actions)
         turns, revisits = turns + len(actions), revisits + n
-        loopy_failures += (not r["success"]) and n >= min_revisits
-    failures = sum(not r["success"] for r in records)
-    return (f"{eval_dir}: success {len(records) - failures}/{len(records)}, revisits {revisits / max(turns, 1):.0%} "
+        loopy_failures += (not t.success) and n >= min_revisits
+    failures = sum(not t.success for t in episodes)
+    return (f"{eval_dir}: success {len(episodes) - failures}/{len(episodes)}, revisits {revisits / max(turns, 1):.0%} "
             f"of {turns} turns, {loopy_failures} of {failures} failures revisit >= {min_revisits} times")
 
 

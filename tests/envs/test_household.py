@@ -382,6 +382,9 @@ def test_loops_benchmark_counts_revisits_of_recorded_episodes(tmp_path):
     import importlib.util
     from pathlib import Path
 
+    from agentgym.eval.records import EvalRecord
+    from agentgym.trajectory import Trajectory, Turn
+
     path = Path(__file__).parents[2] / "benchmarks" / "household_loops.py"
     spec = importlib.util.spec_from_file_location("household_loops", path)
     loops = importlib.util.module_from_spec(spec)
@@ -390,9 +393,14 @@ def test_loops_benchmark_counts_revisits_of_recorded_episodes(tmp_path):
     _, info = env.reset(seed=3)
     plan = env.oracle_plan()
     looped = [plan[0], "look", "look", "inventory", "look"]  # 4 commands that change nothing
-    rows = [{"trajectory": {"task_id": info["task_id"], "success": True, "turns": [{"action": a} for a in plan]}},
-            {"trajectory": {"task_id": info["task_id"], "success": False, "turns": [{"action": a} for a in looped]}}]
-    (tmp_path / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    def record(actions, success):
+        turns = tuple(Turn(index=i, observation="", action=a, prompt_ids=(), response_ids=(), logprobs=(),
+                           reward=0.0)
+                      for i, a in enumerate(actions))
+        traj = Trajectory("household", 3, 0, 0, turns, success, "terminated", task_id=info["task_id"])
+        return json.dumps(EvalRecord("household", traj).to_dict()) + "\n"
+
+    (tmp_path / "trajectories.jsonl").write_text(record(plan, True) + record(looped, False))
     assert loops.replay_revisits(info["task_id"], looped) == 4
     assert loops.run_row(tmp_path, min_revisits=4).endswith(
         f"success 1/2, revisits {4 / (len(plan) + 5):.0%} of {len(plan) + 5} turns, 1 of 1 failures revisit >= 4 times")
