@@ -126,6 +126,9 @@ class MetricsWriter:
             self._wandb.log(numeric, step=step)
         if self._lines and "success" in metrics:
             extra = f" eval/success {metrics['eval/success']:.2f}" if "eval/success" in metrics else ""
+            if "eval/newly_solved" in metrics:  # paired with the run's previous eval (train/eval_records.py)
+                extra += (f" (since the last eval: {metrics['eval/newly_solved']:.0f} tasks newly solved, "
+                          f"{metrics['eval/newly_failed']:.0f} newly failed, McNemar p {metrics['eval/paired_p']:.2g})")
             print(f"iteration {step + 1}/{self.total}: success {metrics['success']:.2f} return "
                   f"{metrics.get('return', 0):.2f} turns {metrics.get('turns', 0):.1f}{extra}", file=sys.stderr)
         if self._bar is not None and "success" in metrics:

@@ -34,6 +34,7 @@ from agentgym.train.guardrails import BEFORE_UPDATE, GUARDS, drop_mixed_groups
 from agentgym.train.health import reward_sanity, rollout_health, signal_figures, trends
 from agentgym.train.updaters import updater_for
 from agentgym.train.config import TrainConfig
+from agentgym.train import eval_records
 from agentgym.train.metrics import MetricsWriter, rollout_metrics, write_rollouts
 from agentgym.train.samples import Sample, build_samples, verify_samples
 from agentgym.train.setup import build_components, make_optimizer, make_policy
@@ -116,6 +117,7 @@ class Trainer:
         self.guard_details: dict[str, str] = {}  # an example a guard's message quotes (the first token mismatch)
         self.reward_range = config.train.guardrails.reward_range or self.c.reward_range
         self.async_side: Any = None  # train.mode=async: the rollout workers (train/async_rl.py)
+        self._previous_eval: list[dict[str, Any]] = []  # the last periodic eval's per-task records
         pending = self._resume()  # every rank restores the same state in place (DDP holds the same module)
         if config.train.mode == "async":
             self.async_side = self._async_rollouts(pending)
@@ -393,11 +395,27 @@ class Trainer:
 
     def evaluate(self) -> dict[str, float]:
         """Success on held-out seeds (group size 1, eval.temperature; 0 = greedy)."""
+        return rollout_metrics(self.eval_episodes(), prefix="eval/")
+
+    def eval_episodes(self) -> list[Trajectory]:
+        """The held-out episodes evaluate() scores: the same seeds at every eval."""
         e = self.cfg.eval
         seeds = list(range(e.seed_start, e.seed_start + e.seeds))
         config = self._rollout_config(turn_cap(self.cfg, self.iteration), e.temperature, self.cfg.train.seed)
         policy = self.async_side.policy if self.async_side is not None else None  # one generate at a time
-        return rollout_metrics(self._rollout(seeds, 1, config, e.split, policy), prefix="eval/")
+        return self._rollout(seeds, 1, config, e.split, policy)
+
+    def _periodic_eval(self, row: int) -> dict[str, float]:
+        """evaluate()'s figures, plus the tasks newly solved / failed since the run's previous eval; every
+        episode's outcome goes to run_dir/eval_episodes.jsonl (train/eval_records.py)."""
+        episodes = self.eval_episodes()
+        records = eval_records.episode_records(row, episodes)
+        metrics = rollout_metrics(episodes, prefix="eval/")
+        if self._previous_eval:
+            metrics.update(eval_records.paired_change(self._previous_eval, records))
+        eval_records.append_records(self.run_dir, records)
+        self._previous_eval = records
+        return metrics
 
     # ------------------------------------------------------------------ loop, checkpoints
     def run(self) -> None:
@@ -408,7 +426,7 @@ class Trainer:
             due = (cfg.checkpoint.every and done % cfg.checkpoint.every == 0) or done == cfg.train.iterations
             if self.is_main:  # rank 0 evaluates and logs
                 if cfg.eval.every and (done % cfg.eval.every == 0 or done == cfg.train.iterations):
-                    metrics.update(self.evaluate())
+                    metrics.update(self._periodic_eval(done - 1))
                 self.writer.write(done - 1, metrics)
             if due:
                 self.save()
@@ -468,6 +486,8 @@ class Trainer:
         if D.launched_rank() == 0:  # one writer of the run's files
             _truncate_metrics(self.run_dir / "metrics.jsonl", self.iteration)
             _truncate_metrics(self.run_dir / "rollouts.jsonl", self.iteration)
+            _truncate_metrics(self.run_dir / eval_records.EVAL_EPISODES, self.iteration)
+            self._previous_eval = eval_records.last_eval(self.run_dir)
         self._push_weights()  # a rollout engine with its own copy still holds the initial weights
         return [[Trajectory.from_dict(t) for t in g] for g in state.get("async_pending") or ()]
 

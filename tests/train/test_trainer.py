@@ -210,3 +210,48 @@ def test_lora_pushes_the_adapter_to_a_policy_that_takes_one(tmp_path: Path, monk
                        "model.lora.target_modules=[q_proj, v_proj]"))
     assert [Path(p).name for p in pushed] == ["iteration-0", "iteration-1"]
     assert (Path(pushed[-1]) / "adapter_model.safetensors").exists() and not Path(pushed[0]).exists()
+
+
+def test_periodic_evals_keep_per_task_records_and_pair_with_the_previous_one(tmp_path: Path, monkeypatch):
+    """Every periodic eval writes one record per held-out episode, and from the second eval on (also across a
+    resume) its metrics row says how many tasks were newly solved / failed since the previous one."""
+    import dataclasses
+
+    from agentgym.eval.paired import mcnemar_exact
+    from agentgym.train.eval_records import EVAL_EPISODES, last_eval
+
+    # the untrained tiny model solves nothing; which held-out tasks count as solved after each iteration is
+    # set here, so tasks are both gained and lost between evals (rank of the task among the eval's seeds)
+    solved_after = {1: {0, 1}, 2: {0, 2, 3}, 3: {4}}
+    real = Trainer.eval_episodes
+
+    def scripted(self):
+        episodes = sorted(real(self), key=lambda t: t.seed)
+        return [dataclasses.replace(t, success=i in solved_after[self.iteration]) for i, t in enumerate(episodes)]
+
+    monkeypatch.setattr(Trainer, "eval_episodes", scripted)
+
+    def records_by_row(run: Path) -> dict[int, dict[tuple, bool]]:
+        out: dict[int, dict[tuple, bool]] = {}
+        for line in (run / EVAL_EPISODES).read_text().splitlines():
+            r = json.loads(line)
+            out.setdefault(r["iteration"], {})[(r["env"], r["seed"])] = r["outcome"] == "success"
+        return out
+
+    run = tmp_path / "run"
+    evals = ["eval.every=1", "eval.seeds=6", "checkpoint.every=1", "checkpoint.resume=auto"]
+    train(small_config(run, "train.iterations=2", *evals))
+    train(small_config(run, "train.iterations=3", *evals))  # resumes after iteration 2
+    rows = records_by_row(run)
+    metrics = read_metrics(run)
+    assert sorted(rows) == [0, 1, 2] and all(len(r) == 6 for r in rows.values())
+    assert "eval/newly_solved" not in metrics[0]
+    for i in (1, 2):  # iteration 2 was paired with iteration 1's records, read back from the file on resume
+        before, after = rows[i - 1], rows[i]
+        gained = sum(after[k] and not before[k] for k in after)
+        lost = sum(before[k] and not after[k] for k in after)
+        assert (metrics[i]["eval/newly_solved"], metrics[i]["eval/newly_failed"]) == (gained, lost)
+        assert metrics[i]["eval/paired_p"] == mcnemar_exact(gained, lost)
+        assert metrics[i]["eval/success"] == sum(after.values()) / 6
+    assert [(m["eval/newly_solved"], m["eval/newly_failed"]) for m in metrics[1:]] == [(2, 1), (1, 3)]
+    assert [r["iteration"] for r in last_eval(run)] == [2] * 6

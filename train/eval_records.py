@@ -1,0 +1,51 @@
+"""Per-task records of a training run's periodic evaluations, and the paired change between two of them.
+
+An eval's success rate alone cannot say whether an iteration changed anything: the same held-out seeds are
+played at every eval, so the tasks newly solved and newly failed since the previous eval (and the exact
+McNemar p of that difference, agentgym.eval.paired) are what tell a real change from noise.
+run_dir/eval_episodes.jsonl keeps one line per evaluated episode so any two evals can be compared later.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from agentgym.eval.paired import mcnemar_exact
+from agentgym.trajectory import Trajectory
+
+EVAL_EPISODES = "eval_episodes.jsonl"
+
+
+def episode_records(iteration: int, trajectories: Sequence[Trajectory]) -> list[dict[str, Any]]:
+    """One record per evaluated episode; `iteration` is the metrics.jsonl row the eval belongs to."""
+    return [{"iteration": iteration, "env": t.env_id, "seed": t.seed, "task_id": t.task_id,
+             "outcome": t.outcome, "return": t.total_reward, "turns": t.num_turns, "end": t.end_reason}
+            for t in trajectories]
+
+
+def paired_change(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Tasks solved now but not at the previous eval and the reverse, over the tasks both evals played
+    (an episode that errored counts as unsolved), with the exact McNemar p of the difference."""
+    solved_before = {(r["env"], r["seed"]): r["outcome"] == "success" for r in before}
+    solved_after = {(r["env"], r["seed"]): r["outcome"] == "success" for r in after}
+    shared = solved_before.keys() & solved_after.keys()
+    gained = sum(solved_after[k] and not solved_before[k] for k in shared)
+    lost = sum(solved_before[k] and not solved_after[k] for k in shared)
+    return {"eval/newly_solved": float(gained), "eval/newly_failed": float(lost),
+            "eval/paired_p": mcnemar_exact(gained, lost)}
+
+
+def append_records(run_dir: Path, records: Sequence[dict[str, Any]]) -> None:
+    with (run_dir / EVAL_EPISODES).open("a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+
+
+def last_eval(run_dir: Path) -> list[dict[str, Any]]:
+    """The records of the latest eval in run_dir (none yet: []), e.g. to pair the next eval after a resume."""
+    path = run_dir / EVAL_EPISODES
+    if not path.exists():
+        return []
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    latest = max((r["iteration"] for r in records), default=None)
+    return [r for r in records if r["iteration"] == latest]
