@@ -2,7 +2,8 @@
 
 An eval's success rate alone cannot say whether an iteration changed anything: the same held-out seeds are
 played at every eval, so the tasks newly solved and newly failed since the previous eval (and the exact
-McNemar p of that difference, agentgym.eval.paired) are what tell a real change from noise.
+McNemar p of that difference; agentgym.eval.paired, which also pairs runs on the compare page) are what tell
+a real change from noise.
 run_dir/eval_episodes.jsonl keeps one line per evaluated episode so any two evals can be compared later.
 """
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from agentgym.eval.paired import mcnemar_exact
+from agentgym.eval.paired import paired_outcomes
 from agentgym.trajectory import Trajectory
 
 EVAL_EPISODES = "eval_episodes.jsonl"
@@ -27,13 +28,13 @@ def episode_records(iteration: int, trajectories: Sequence[Trajectory]) -> list[
 def paired_change(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Tasks solved now but not at the previous eval and the reverse, over the tasks both evals played
     (an episode that errored counts as unsolved), with the exact McNemar p of the difference."""
-    solved_before = {(r["env"], r["seed"]): r["outcome"] == "success" for r in before}
-    solved_after = {(r["env"], r["seed"]): r["outcome"] == "success" for r in after}
-    shared = solved_before.keys() & solved_after.keys()
-    gained = sum(solved_after[k] and not solved_before[k] for k in shared)
-    lost = sum(solved_before[k] and not solved_after[k] for k in shared)
-    return {"eval/newly_solved": float(gained), "eval/newly_failed": float(lost),
-            "eval/paired_p": mcnemar_exact(gained, lost)}
+    p = paired_outcomes("previous eval", "this eval", _solved(before), _solved(after))
+    return {"eval/newly_solved": float(p.newly_solved), "eval/newly_failed": float(p.newly_failed),
+            "eval/paired_p": p.p_value}
+
+
+def _solved(records: Sequence[dict[str, Any]]) -> dict[tuple[str, int], bool]:
+    return {(r["env"], r["seed"]): r["outcome"] == "success" for r in records}
 
 
 def append_records(run_dir: Path, records: Sequence[dict[str, Any]]) -> None:

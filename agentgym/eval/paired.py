@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Hashable, Mapping, Sequence, TypeVar
+
+Key = TypeVar("Key", bound=Hashable)  # a task's identity: (env, seed, sample), (env, seed), ...
 
 
 @dataclass(frozen=True)
@@ -47,13 +49,17 @@ def outcomes(results: dict[str, Any]) -> dict[tuple[str, int, int], bool]:
 
 def paired(first: tuple[str, dict[str, Any]], second: tuple[str, dict[str, Any]]) -> Paired:
     """The paired comparison of two named runs over the episodes they share."""
-    a, b = outcomes(first[1]), outcomes(second[1])
-    keys = sorted(set(a) & set(b))
+    return paired_outcomes(first[0], second[0], outcomes(first[1]), outcomes(second[1]))
+
+
+def paired_outcomes(first: str, second: str, a: Mapping[Key, bool], b: Mapping[Key, bool]) -> Paired:
+    """The paired comparison of two {task key: solved} maps over the keys both have."""
+    keys = a.keys() & b.keys()
     both = sum(a[k] and b[k] for k in keys)
     neither = sum(not a[k] and not b[k] for k in keys)
     gained = sum(b[k] and not a[k] for k in keys)
     lost = sum(a[k] and not b[k] for k in keys)
-    return Paired(first[0], second[0], len(keys), both, neither, gained, lost, mcnemar_exact(gained, lost))
+    return Paired(first, second, len(keys), both, neither, gained, lost, mcnemar_exact(gained, lost))
 
 
 def paired_rows(named: Sequence[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[list[str]]]:
