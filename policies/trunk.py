@@ -105,13 +105,29 @@ def check_fresh(model: Any, trunk: TrunkHidden, ids: Sequence[int]) -> None:
         raise StaleTrunkError("the cached trunk was computed for other input ids: recompute it for this row")
 
 
-def top_hidden(model: Any, trunk: TrunkHidden, ids: Sequence[int], position_ids: Any, mask: Any) -> Any:
+def top_hidden(model: Any, trunk: TrunkHidden, ids: Sequence[int], position_ids: Any, mask: Any,
+               top: Any = None) -> Any:
     """The decoder's last hidden state (after the final norm) from a cached trunk: the trainable layers
-    and the norm only, with gradients."""
+    and the norm only, with gradients. `top`: another model whose top layers and norm run on `model`'s
+    trunk (a KL reference); it must hold the same trunk weights (`shares_trunk`)."""
     check_fresh(model, trunk, ids)
-    decoder, _ = decoder_and_head(model)
+    decoder, _ = decoder_and_head(model if top is None else top)
     hidden = run_layers(decoder, trunk.hidden, mask, position_ids, decoder.layers[trunk.start:])
     return decoder.norm(hidden)
+
+
+def shares_trunk(other: Any, model: Any) -> bool:
+    """Whether `other`'s embeddings and layers below `model`'s trainable block hold the same values as
+    `model`'s, so that `model`'s cached trunk is `other`'s too (a reference copied before training)."""
+    import torch
+
+    start = trainable_start(model)
+    mine, theirs = decoder_and_head(model)[0], decoder_and_head(other)[0]
+    pairs = zip([mine.get_input_embeddings(), *mine.layers[:start]],
+                [theirs.get_input_embeddings(), *theirs.layers[:start]])
+    return len(theirs.layers) == len(mine.layers) and all(
+        a.shape == b.shape and torch.equal(a, b)
+        for m, o in pairs for a, b in zip(m.parameters(), o.parameters(), strict=True))
 
 
 def forward_flops(config: Any, tokens: int, keys: int, layers: int, read: int = 0) -> float:

@@ -100,7 +100,9 @@ class RegularisersSection:
     """Terms added to the policy loss: KL to the reference model, entropy bonus, EPO's entropy band."""
 
     kl_coef: float = 0.0
-    kl_estimator: Literal["k1", "k3"] = "k3"
+    kl_estimator: Literal["k1", "k3", "exact"] = "k3"
+    """k1 / k3: estimates from the sampled tokens (or admissible pick); exact: the sum over every admissible
+    candidate (admissible mode only: a turn's whole choice distribution is at hand there)."""
     entropy_coef: float = 0.0
     epo_coef: float = 0.0
     """EPO: weight of the trajectory-level entropy bonus (0 = off); it adds to entropy_coef's token bonus, so set

@@ -46,14 +46,14 @@ def sft_lines(records: list[dict[str, Any]]) -> list[str]:
 
 
 def rl_lines(records: list[dict[str, Any]]) -> list[str]:
-    """RL: per iteration, the rollout and the update split into trunk / forward / backward / optimizer,
+    """RL: per iteration, the rollout and the update split into trunk / reference / forward / backward / optimizer,
     with the update's tokens/s and GFLOP/s (dense-attention FLOPs)."""
     out: list[str] = []
     for r in records:
         if "time/rollout" not in r:
             continue
-        parts = [f"{k} {r[f'time/update_{k}']:.0f}" for k in ("trunk", "forward", "backward", "optimizer")
-                 if f"time/update_{k}" in r]
+        parts = [f"{k} {r[f'time/update_{k}']:.0f}" for k in ("trunk", "reference", "forward", "backward", "optimizer")
+                 if r.get(f"time/update_{k}")]
         update = f"update {r.get('time/train', 0.0):.0f} s" + (f" ({', '.join(parts)})" if parts else "")
         rate = ""
         if "tokens_per_s/update" in r:

@@ -57,7 +57,6 @@ def test_registration_needs_exactly_one_builder():
 
 
 @pytest.mark.parametrize("override,option", [
-    ({"algorithm": {"regularisers": {"kl_coef": 0.1}}}, "algorithm.regularisers.kl_coef"),
     ({"algorithm": {"igpo": {"coef": 0.5}}}, "algorithm.igpo.coef"),
     ({"algorithm": {"regularisers": {"epo_coef": 0.1}}}, "algorithm.regularisers.epo_coef"),
     ({"algorithm": {"loss": {"tis_cap": 2.0}}}, "algorithm.loss.tis_cap"),
@@ -82,6 +81,19 @@ def test_the_choice_updater_refuses_what_it_cannot_do(override, option):
 def test_vllm_rollouts_with_admissible_mode_are_refused():
     with pytest.raises(ConfigError, match="action_mode=admissible scores"):
         config_from_dict({**ADMISSIBLE, "model": {"policy": "vllm:hf:smollm2-135m-instruct"}})
+
+
+def test_the_exact_kl_is_the_choice_updaters_and_the_token_actors_refuse_it():
+    for estimator in ("exact", "k1", "k3"):  # a turn's whole choice distribution is at hand: any estimate works
+        config_from_dict({**ADMISSIBLE, "algorithm": {"regularisers": {"kl_coef": 0.1, "kl_estimator": estimator}}})
+    exact = {"regularisers": {"kl_coef": 0.1, "kl_estimator": "exact"}}
+    for algorithm, updater in (({}, "token_ppo"), ({"estimator": "archer"}, "archer")):
+        with pytest.raises(ConfigError) as error:
+            config_from_dict({"algorithm": {**exact, **algorithm}})
+        message = str(error.value)
+        assert message.startswith(f"algorithm.regularisers.kl_estimator is not supported by the {updater} updater")
+        assert "kl_estimator=k1 or k3" in message and "\n" not in message
+    config_from_dict({"algorithm": {"regularisers": {"kl_coef": 0.0, "kl_estimator": "exact"}}})  # no KL term: inert
 
 
 def test_each_mode_gets_its_updater_and_token_ppo_takes_every_option():

@@ -45,8 +45,6 @@ def _choice_refusals() -> tuple[Refusal, ...]:
                 f"{generate}"),
         Refusal("model.critic", lambda c: c.model.critic != "none",
                 f"the choice update trains no critic: use a critic-free estimator and model.critic=none, {generate}"),
-        Refusal("algorithm.regularisers.kl_coef", lambda c: c.algorithm.regularisers.kl_coef > 0,
-                f"set algorithm.regularisers.kl_coef=0, {generate}"),
         Refusal("algorithm.igpo.coef", lambda c: c.algorithm.igpo.coef > 0, f"set algorithm.igpo.coef=0, {generate}"),
         Refusal("algorithm.regularisers.epo_coef", lambda c: c.algorithm.regularisers.epo_coef > 0,
                 f"set algorithm.regularisers.epo_coef=0 (algorithm.regularisers.entropy_coef works here), {generate}"),
@@ -67,8 +65,18 @@ def _choice_refusals() -> tuple[Refusal, ...]:
     )
 
 
-def _archer_refusals() -> tuple[Refusal, ...]:
+def _token_refusals() -> tuple[Refusal, ...]:
     return (
+        Refusal("algorithm.regularisers.kl_estimator",
+                lambda c: c.algorithm.regularisers.kl_coef > 0 and c.algorithm.regularisers.kl_estimator == "exact",
+                "token PPO (and ArCHer's token actor) estimates the KL from the sampled tokens: set "
+                "algorithm.regularisers.kl_estimator=k1 or k3 (exact sums over the admissible actions: "
+                "rollout.action_mode=admissible)"),
+    )
+
+
+def _archer_refusals() -> tuple[Refusal, ...]:
+    return _token_refusals() + (  # the actor is token PPO's
         Refusal("model.critic", lambda c: c.model.critic != "none",
                 "ArCHer trains its own Q/V critic (a copy of the policy, or model.critic_model): set model.critic=none"),
         Refusal("train.distributed", lambda c: c.train.distributed != "none",
@@ -89,7 +97,7 @@ def _archer_refusals() -> tuple[Refusal, ...]:
 
 
 UPDATERS: dict[str, Updater] = {
-    "token_ppo": Updater("token_ppo", "clipped PPO over generated tokens (free generation)"),
+    "token_ppo": Updater("token_ppo", "clipped PPO over generated tokens (free generation)", _token_refusals()),
     "choice_ppo": Updater("choice_ppo", "clipped PPO over the env's admissible actions (admissible mode)",
                           _choice_refusals()),
     "archer": Updater("archer", "off-policy turn critic from a replay buffer + token actor (ArCHer)",

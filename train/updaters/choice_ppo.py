@@ -80,8 +80,8 @@ def sequence_trunk(model: Any, seq: ChoiceSequence, device: Any, tree: bool = Tr
     return trunk_hidden(model, block.ids, positions, mask)
 
 
-def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, device: Any,
-                             temperature: float = 1.0, trunk: Any = None, tree: bool = True) -> list[torch.Tensor]:
+def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, device: Any, temperature: float = 1.0,
+                             trunk: Any = None, tree: bool = True, top: Any = None) -> list[torch.Tensor]:
     """log π'(candidate) for each turn of `seq` (a tensor of shape [N_k] per turn), differentiable:
     π'(b) = softmax(s(b) / temperature), s(b) the candidate's summed log-likelihood, as the rollout samples.
 
@@ -89,14 +89,16 @@ def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, device: Any,
     (policies/candidate_block.py) that lets a candidate see the conversation up to its turn's prompt and
     its own earlier tokens only. Nothing is repeated per candidate or per turn. With `trunk` (from
     `sequence_trunk`) only the trainable top layers run, their attention in the tree's pieces unless `tree`
-    is False (policies/tree_attention.py); a trunk computed with other weights is refused."""
+    is False (policies/tree_attention.py); a trunk computed with other weights is refused. `top`: the
+    model whose top layers and head score (a KL reference sharing `model`'s trunk); `model` by default."""
     from agentgym.policies.candidate_block import candidate_totals, decoder_and_head, target_logprobs
     from agentgym.policies.trunk import top_hidden
 
-    decoder, head = decoder_and_head(model)
+    scorer = model if top is None else top
+    decoder, head = decoder_and_head(scorer)
     block, positions, mask = _row(seq, device, next(p for p in model.parameters()).dtype, tree and trunk is not None)
     if trunk is not None:
-        hidden = top_hidden(model, trunk, block.ids, positions, mask)
+        hidden = top_hidden(model, trunk, block.ids, positions, mask, top)
     else:
         hidden = decoder(input_ids=torch.tensor([block.ids], device=device), position_ids=positions,
                          attention_mask=mask).last_hidden_state
@@ -111,6 +113,7 @@ def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, device: Any,
 @dataclass
 class ChoiceStats:
     policy_loss: float = 0.0
+    kl: float = 0.0                       # Σ over turns of KL(π'_new || π'_ref) (the configured estimate)
     clip_fraction: float = 0.0
     entropy: float = 0.0
     grad_norm: float = 0.0
@@ -125,7 +128,7 @@ class ChoiceStats:
     def as_metrics(self) -> dict[str, float]:
         t = max(self.turns, 1)
         first = max(self.first_turns, 1)
-        return {"policy_loss": self.policy_loss / t, "clip_fraction": self.clip_fraction / t,
+        return {"policy_loss": self.policy_loss / t, "kl": self.kl / t, "clip_fraction": self.clip_fraction / t,
                 "entropy": self.entropy / t, "grad_norm": self.grad_norm / max(self.steps, 1),
                 "choice/greedy_pick_share": self.greedy_picks / first, "choice/picked_prob": self.picked_prob / first,
                 "optimizer_steps": float(self.steps), "choice_turns": float(self.turns), **self.cost.as_metrics()}
@@ -136,7 +139,9 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
     """PPO epochs over the choice turns: clipped ratio π'_new(a)/π'_old(a), turn-mean loss per mini-batch
     (the same typed seams as `update.ppo_update`). The frozen trunk's output comes from the rollout's own
     scoring passes when the policy kept it (policies/rollout_trunk.py), else it runs once per sequence (no
-    grad); every pass runs only the trainable top (policies/trunk.py); `stats.cost` says where time went."""
+    grad); every pass runs only the trainable top (policies/trunk.py); `stats.cost` says where time went.
+    With `algorithm.regularisers.kl_coef` > 0 each turn's loss adds kl_coef x KL(π'_new || π'_ref) toward the
+    reference policy (the weights training started from), scored once per update (`reference_logprobs`)."""
     model, optimizer, scheduler, device = c.model, c.optimizer, c.scheduler, c.device
     cfg, train_cfg, max_grad_norm = config.algorithm, config.train, config.optim.max_grad_norm
     temperature = config.rollout.temperature
@@ -145,6 +150,9 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
     with cost.timed("trunk"):
         kept = [_rollout_trunk(c.policy, model, s) for s in seqs]  # the rollout's own trunk outputs, when kept
         trunks = [k if k is not None else sequence_trunk(model, s, device) for k, s in zip(kept, seqs)]
+    kl_coef, kl_estimator = cfg.regularisers.kl_coef, cfg.regularisers.kl_estimator
+    with cost.timed("reference"):
+        reference = reference_logprobs(c, seqs, trunks, temperature) if kl_coef > 0 else None
     # one epoch of one mini-batch: every forward runs on the rollout's weights, so the old log-probs are
     # the new ones detached (ratio 1, gradient intact) and a whole no-grad pass over the batch is saved
     on_policy = train_cfg.ppo_epochs == 1 and min(train_cfg.mini_batches, len(seqs)) == 1
@@ -153,7 +161,8 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
         with torch.no_grad(), cost.timed("forward"):
             old = [[lp[t.chosen].item() for lp, t in zip(sequence_choice_logprobs(model, s, device, temperature, tr),
                                                           s.turns)] for s, tr in zip(seqs, trunks)]
-    _count_rows(cost, model, seqs, trunks, train_cfg.ppo_epochs, 0 if on_policy else 1, [k is not None for k in kept])
+    plain_passes = (0 if on_policy else 1) + (reference is not None)
+    _count_rows(cost, model, seqs, trunks, train_cfg.ppo_epochs, plain_passes, [k is not None for k in kept])
     params = [p for p in model.parameters() if p.requires_grad]
     rng = np.random.default_rng(shuffle_seed)
     weights = turn_weights(seqs, cfg.loss.agg)
@@ -175,6 +184,10 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
                     weight = torch.tensor(weights[i] / total_weight, device=new.device, dtype=new.dtype)
                     loss = -(torch.minimum(ratio * adv, clipped * adv) * weight).sum()
                     ent = torch.stack([-(lp.exp() * lp).sum() for lp in logps])
+                    if reference is not None:
+                        kl = choice_kl(logps, reference[i], [t.chosen for t in seq.turns], kl_estimator)
+                        loss = loss + kl_coef * (kl * weight).sum()
+                        stats.kl += float(kl.detach().sum())
                     if cfg.regularisers.entropy_coef:
                         loss = loss - cfg.regularisers.entropy_coef * (ent * weight).sum()
                 with cost.timed("backward"):
@@ -194,6 +207,37 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
                     scheduler.step()
             stats.steps += 1
     return stats
+
+
+def reference_logprobs(c: Components, seqs: Sequence[ChoiceSequence], trunks: Sequence[Any], temperature: float
+                       ) -> list[list[torch.Tensor]]:
+    """log π'_ref over each turn's candidates (no grad): the KL term's anchor, scored once per update. The
+    reference's top layers run on the trained model's cached trunk, which is the reference's own as long as
+    the layers below the trainable block hold the same weights in both (checked: else StaleTrunkError)."""
+    from agentgym.policies.trunk import StaleTrunkError, shares_trunk
+
+    if c.ref is None:
+        raise ValueError("algorithm.regularisers.kl_coef > 0 needs a reference model: build the components with "
+                         "train.setup.build_components (make_reference)")
+    with torch.no_grad(), c.ref() as ref:
+        if any(t is not None for t in trunks) and not shares_trunk(ref, c.model):
+            raise StaleTrunkError("the KL reference's frozen layers differ from the trained model's, so the cached "
+                                  "trunk is not the reference's: keep the layers below model.train_layers frozen")
+        return [sequence_choice_logprobs(c.model, s, c.device, temperature, trunk, top=ref) if trunk is not None
+                else sequence_choice_logprobs(ref, s, c.device, temperature) for s, trunk in zip(seqs, trunks)]
+
+
+def choice_kl(logps: Sequence[torch.Tensor], ref: Sequence[torch.Tensor], chosen: Sequence[int], estimator: str
+              ) -> torch.Tensor:
+    """Per turn, KL(π'_new || π'_ref) over the turn's candidates: `exact` sums π'_new(b) log(π'_new(b) / π'_ref(b))
+    over every candidate b (the whole distribution is at hand); `k1` / `k3` estimate it from the sampled pick
+    alone, as token PPO does from sampled tokens (updaters/losses.py)."""
+    from agentgym.train.updaters.losses import kl_penalty
+
+    if estimator == "exact":
+        return torch.stack([(lp.exp() * (lp - r)).sum() for lp, r in zip(logps, ref)])
+    picked = torch.stack([lp[a] for lp, a in zip(logps, chosen)])
+    return kl_penalty(picked, torch.stack([r[a] for r, a in zip(ref, chosen)]).to(picked), estimator)
 
 
 def _rollout_trunk(policy: Any, model: Any, seq: ChoiceSequence) -> Any:

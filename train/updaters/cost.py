@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-PHASES = ("trunk", "forward", "backward", "optimizer")
+PHASES = ("trunk", "reference", "forward", "backward", "optimizer")  # reference: the KL anchor's no-grad pass
 
 
 @dataclass
