@@ -300,8 +300,14 @@ class TrainSection:
     """Async: rollout threads, each playing `groups_per_rollout` groups at a time."""
     groups_per_rollout: int = 0
     """Async: groups a rollout worker plays in one call (0: rollout.groups; 1: each task as soon as it can)."""
+    change_kept: float = 1.0
+    """Share of training's weight change the final weights keep: start + change_kept x (trained - start), applied
+    after the last iteration, before its eval and checkpoint (train/merge.py; WiSE-FT / WARP's interpolation
+    toward the initialisation). 1: the trained weights as they are."""
 
     def __post_init__(self) -> None:
+        _check(0 < self.change_kept <= 1, f"train.change_kept is the share of the weight change kept, in (0, 1]: "
+                                          f"got {self.change_kept}")
         _check(self.max_staleness >= 0, f"train.max_staleness must be >= 0, got {self.max_staleness}")
         _check(self.rollout_workers >= 1 and self.groups_per_rollout >= 0,
                "train.rollout_workers must be >= 1 and train.groups_per_rollout >= 0")
@@ -383,6 +389,9 @@ class TrainConfig:
                "train.push_weights=false only applies to a rollout engine with its own weights (model.policy=vllm:...); "
                "the HF policy generates with the trained module itself")
 
+        _check(self.train.change_kept == 1 or not (m.lora.enabled or self.train.distributed != "none"),
+               "train.change_kept interpolates the full weights of one process: set model.lora.enabled=false and "
+               "train.distributed=none, or train.change_kept=1")
         if self.train.mode == "async":
             _check_async(self)
 

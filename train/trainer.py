@@ -35,6 +35,7 @@ from agentgym.train.health import reward_sanity, rollout_health, signal_figures,
 from agentgym.train.updaters import updater_for
 from agentgym.train.config import TrainConfig
 from agentgym.train import eval_records
+from agentgym.train import merge
 from agentgym.train.metrics import MetricsWriter, rollout_metrics, write_rollouts
 from agentgym.train.samples import Sample, build_samples, verify_samples
 from agentgym.train.setup import build_components, make_optimizer, make_policy
@@ -118,6 +119,10 @@ class Trainer:
         self.reward_range = config.train.guardrails.reward_range or self.c.reward_range
         self.async_side: Any = None  # train.mode=async: the rollout workers (train/async_rl.py)
         self._previous_eval: list[dict[str, Any]] = []  # the last periodic eval's per-task records
+        # train.change_kept < 1: the weights training starts from (the config's policy, also on a resume) and,
+        # once the last iteration merged them, the trained weights themselves (kept in the checkpoint)
+        self._start_weights = merge.trainable_weights(self.model) if config.train.change_kept < 1 else None
+        self._trained_weights: dict[str, Any] | None = None
         pending = self._resume()  # every rank restores the same state in place (DDP holds the same module)
         if config.train.mode == "async":
             self.async_side = self._async_rollouts(pending)
@@ -423,6 +428,8 @@ class Trainer:
         while self.iteration < cfg.train.iterations:
             metrics = self.step()
             done = self.iteration
+            if done == cfg.train.iterations and self._start_weights is not None:
+                metrics.update(self._keep_part_of_the_change())
             due = (cfg.checkpoint.every and done % cfg.checkpoint.every == 0) or done == cfg.train.iterations
             if self.is_main:  # rank 0 evaluates and logs
                 if cfg.eval.every and (done % cfg.eval.every == 0 or done == cfg.train.iterations):
@@ -431,12 +438,25 @@ class Trainer:
             if due:
                 self.save()
 
+    def _keep_part_of_the_change(self) -> dict[str, float]:
+        """After the last iteration: the weights become start + train.change_kept x (trained - start)."""
+        assert self._start_weights is not None
+        kept = self.cfg.train.change_kept
+        self._trained_weights = merge.trainable_weights(self.model)
+        merge.load_weights(self.model, merge.interpolate(self._start_weights, self._trained_weights, kept))
+        self._push_weights()
+        change = sum(float((t - s).float().pow(2).sum()) for t, s in
+                     zip(self._trained_weights.values(), self._start_weights.values())) ** 0.5
+        return {"merge/change_kept": kept, "merge/weight_change_norm": change}
+
     def save(self) -> Path:
         sharded = D.is_fsdp(self.dist)  # its optimizer and critic state live in dcp/ only
         state = {"optimizer": None if sharded else self.optimizer.state_dict(), "next_seed": self.next_seed,
                  "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                  "critic": self.critic.state_dict() if self.critic is not None and not sharded else None,
                  "archer": self.archer.state_dict() if self.archer is not None else None}
+        if self._trained_weights is not None:  # the model holds the merge; a resume trains on from these
+            state["trained_weights"] = self._trained_weights
         if self.async_side is not None:  # finished groups not yet trained are kept; the seeds move past all claimed
             pending, state["next_seed"] = self.async_side.pending()
             state["async_pending"] = [[t.to_dict() for t in g] for g in pending]
@@ -471,6 +491,8 @@ class Trainer:
                               "train.distributed=ddp")
         if not D.is_fsdp(self.dist):  # sharded modules take their weights from dcp/ below
             ck.load_weights_into(self.model, ckpt)
+            if state.get("trained_weights") is not None:  # a merged final checkpoint: train on from the unmerged
+                merge.load_weights(self.model, state["trained_weights"])
             if self.critic is not None and state.get("critic") is not None:
                 self.critic.load_state_dict(state["critic"])
             if self.archer is not None and state.get("archer") is not None:
