@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 
 from agentgym.policies.trunk import StaleTrunkError, shares_trunk  # noqa: E402
 from agentgym.train.updaters.choice_ppo import (  # noqa: E402
-    ChoiceSequence, ChoiceTurn, choice_kl, choice_update, reference_logprobs, sequence_choice_logprobs, sequence_trunk)
+    choice_kl, choice_update, reference_logprobs, sequence_choice_logprobs, sequence_trunk)
 
 CPU = torch.device("cpu")
 
@@ -34,26 +34,9 @@ def test_exact_kl_sums_over_candidates_and_k1_k3_read_the_pick():
 
 
 @pytest.fixture()
-def tiny4(tmp_path):
-    """A 4-layer tiny Llama with its top 2 layers trainable, a frozen copy as the reference, and one
-    two-turn choice sequence."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from agentgym.policies.admissible import AdmissiblePolicy
-    from agentgym.train import tiny
-    from agentgym.train.setup import freeze_below_top_layers
-
-    path = tiny.build_tiny(tmp_path / "tiny", layers=4, hidden=64)
-    model = AutoModelForCausalLM.from_pretrained(str(path)).eval()
-    freeze_below_top_layers(model, 2)
-    tok = AutoTokenizer.from_pretrained(str(path))
-    policy = AdmissiblePolicy(model, tok)
-    chat = policy.chat_format()
-    cands = tuple(map(tuple, policy.candidate_ids(["left", "take key", "open door", "right", "take door"])))
-    p1 = chat.initial_prompt("Take the key.", "room 0 . key here .")
-    p2 = chat.continue_prompt(p1, list(cands[1]), "room 0 . hold key .")
-    seq = ChoiceSequence(tuple(p2), (ChoiceTurn(0, len(p1), cands, 1), ChoiceTurn(1, len(p2), cands[:4], 2)))
-    return model, tok, seq
+def tiny4(tiny_choice):
+    """A 4-layer tiny Llama with its top 2 layers trainable and one two-turn choice sequence (conftest.py)."""
+    return tiny_choice
 
 
 def _components(cfg, model, reference):

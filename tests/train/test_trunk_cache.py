@@ -9,30 +9,17 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from agentgym.policies.trunk import StaleTrunkError, trainable_start, trunk_hidden  # noqa: E402
-from agentgym.train.updaters.choice_ppo import ChoiceSequence, ChoiceTurn, sequence_choice_logprobs, sequence_trunk  # noqa: E402
+from agentgym.train.updaters.choice_ppo import ChoiceSequence, sequence_choice_logprobs, sequence_trunk  # noqa: E402
 from agentgym.train.setup import freeze_below_top_layers  # noqa: E402
 
 CPU = torch.device("cpu")
 
 
 @pytest.fixture()
-def tiny4(tmp_path):
-    """A 4-layer tiny Llama with the top 2 layers trainable (trunk: embeddings + layers 0-1)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from agentgym.policies.admissible import AdmissiblePolicy
-    from agentgym.train import tiny
-
-    path = tiny.build_tiny(tmp_path / "tiny", layers=4, hidden=64)
-    model = AutoModelForCausalLM.from_pretrained(str(path)).eval()
-    freeze_below_top_layers(model, 2)
-    tok = AutoTokenizer.from_pretrained(str(path))
-    policy = AdmissiblePolicy(model, tok)
-    chat = policy.chat_format()
-    cands = tuple(map(tuple, policy.candidate_ids(["left", "take key", "open door", "right", "take door"])))
-    p1 = chat.initial_prompt("Take the key.", "room 0 . key here .")
-    p2 = chat.continue_prompt(p1, list(cands[1]), "room 0 . hold key .")
-    seq = ChoiceSequence(tuple(p2), (ChoiceTurn(0, len(p1), cands, 1), ChoiceTurn(1, len(p2), cands[:4], 2)))
+def tiny4(tiny_choice):
+    """A 4-layer tiny Llama with the top 2 layers trainable (trunk: embeddings + layers 0-1) and a two-turn
+    choice sequence."""
+    model, _, seq = tiny_choice
     return model, seq
 
 

@@ -1,0 +1,30 @@
+"""Fixtures shared by the choice-update tests."""
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture()
+def tiny_choice(tmp_path):
+    """(model, tokenizer, seq): a 4-layer tiny Llama whose top 2 layers train (trunk: embeddings + layers 0-1),
+    and one two-turn choice sequence of the toy."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agentgym.policies.admissible import AdmissiblePolicy
+    from agentgym.train import tiny
+    from agentgym.train.setup import freeze_below_top_layers
+    from agentgym.train.updaters.choice_ppo import ChoiceSequence, ChoiceTurn
+
+    path = tiny.build_tiny(tmp_path / "tiny", layers=4, hidden=64)
+    model = AutoModelForCausalLM.from_pretrained(str(path)).eval()
+    freeze_below_top_layers(model, 2)
+    tok = AutoTokenizer.from_pretrained(str(path))
+    policy = AdmissiblePolicy(model, tok)
+    chat = policy.chat_format()
+    cands = tuple(map(tuple, policy.candidate_ids(["left", "take key", "open door", "right", "take door"])))
+    p1 = chat.initial_prompt("Take the key.", "room 0 . key here .")
+    p2 = chat.continue_prompt(p1, list(cands[1]), "room 0 . hold key .")
+    seq = ChoiceSequence(tuple(p2), (ChoiceTurn(0, len(p1), cands, 1), ChoiceTurn(1, len(p2), cands[:4], 2)))
+    return model, tok, seq
