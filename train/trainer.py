@@ -445,8 +445,8 @@ class Trainer:
         self._trained_weights = merge.trainable_weights(self.model)
         merge.load_weights(self.model, merge.interpolate(self._start_weights, self._trained_weights, kept))
         self._push_weights()
-        change = sum(float((t - s).float().pow(2).sum()) for t, s in
-                     zip(self._trained_weights.values(), self._start_weights.values())) ** 0.5
+        change = sum(float((t - self._start_weights[n]).float().pow(2).sum())
+                     for n, t in self._trained_weights.items()) ** 0.5
         return {"merge/change_kept": kept, "merge/weight_change_norm": change}
 
     def save(self) -> Path:
