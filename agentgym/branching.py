@@ -116,8 +116,11 @@ def _branch_points(env: Any, env_kwargs: dict[str, Any] | None, config: RolloutC
         replayer.close()
 
 
-def _replay(env: Any, trunk: Trajectory, k: int) -> tuple[bytes, dict[str, Any]]:
-    _, info = env.reset(seed=trunk.seed)
+def _replay(env: Any, trunk: Trajectory, k: int, options: dict[str, Any] | None = None
+            ) -> tuple[bytes, dict[str, Any]]:
+    """The env's snapshot and info at `trunk`'s turn k: reset as the trunk was (`options`: the reset options its
+    rollout used, e.g. the split), then its first k actions replayed."""
+    _, info = env.reset(seed=trunk.seed, options=options)
     for turn in trunk.turns[:k]:
         _, _, _, _, info = env.step(turn.action)
     anchor = info.get("anchor")

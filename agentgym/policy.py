@@ -58,18 +58,25 @@ class Choice:
     candidates: tuple[tuple[int, ...], ...]
     pick: int
     label: int | None = None       # None: the pick is the label
+    scores: tuple[float, ...] | None = None  # each candidate's score as the policy ranked them (None: not kept)
 
     @property
     def target(self) -> int:
         return self.pick if self.label is None else self.label
 
     def to_dict(self) -> dict[str, Any]:
-        return {"candidates": [list(c) for c in self.candidates], "pick": self.pick, "label": self.label}
+        out: dict[str, Any] = {"candidates": [list(c) for c in self.candidates], "pick": self.pick,
+                               "label": self.label}
+        if self.scores is not None:
+            out["scores"] = list(self.scores)
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Choice":
+        scores = d.get("scores")
         return cls(tuple(tuple(int(i) for i in c) for c in d["candidates"]), int(d["pick"]),
-                   None if d.get("label") is None else int(d["label"]))
+                   None if d.get("label") is None else int(d["label"]),
+                   None if scores is None else tuple(float(x) for x in scores))
 
 
 @dataclass(frozen=True)

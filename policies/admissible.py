@@ -126,7 +126,7 @@ class AdmissiblePolicy(BasePolicy):
         else:
             pick = probs.index(1.0)
         return Generation(tuple(cands[pick]), actions[pick], tuple(token_lps[pick]), "stop",
-                          choice=Choice(tuple(map(tuple, cands)), pick))
+                          choice=Choice(tuple(map(tuple, cands)), pick, scores=tuple(scores)))
 
     def candidate_scores(self, prompt: list[int], cands: list[list[int]]) -> list[list[float]]:
         """Per-token log-probabilities of each candidate continuing `prompt`: one forward pass over the

@@ -121,6 +121,12 @@ class RolloutSection(RolloutConfig):
     exactly on that renormalised distribution (policies/admissible.py, train/updaters/choice_ppo.py)."""
     seed_start: int = 0
     """Training seeds are seed_start, seed_start+1, ... (one per group, never reused)."""
+    lookahead: int = 0
+    """Admissible mode: play each task once greedily and, at chosen turns of each failed play, try this many other
+    actions (the policy's next-ranked), each followed greedily to the end; train those turns' choices toward
+    what returned more (agentgym/lookahead.py). 0: sampled groups of rollout.group_size."""
+    lookahead_points: int = 1
+    """With rollout.lookahead: turns looked ahead per failed greedy play (loop turns first, then at random)."""
     sleep_level: int = 1
     """A rollout engine with sleep mode (vLLM) frees its KV cache (1) or also its weights (2) while the
     trainer updates; 0 keeps it resident."""
@@ -141,6 +147,9 @@ class RolloutSection(RolloutConfig):
         _check(self.max_new_tokens >= 1, "rollout.max_new_tokens must be >= 1")
         _check(0 < self.top_p <= 1, f"rollout.top_p must be in (0, 1], got {self.top_p}")
         _check(self.sleep_level in (0, 1, 2), f"rollout.sleep_level must be 0, 1 or 2, got {self.sleep_level}")
+        _check(self.lookahead >= 0 and self.lookahead_points >= 1,
+               f"rollout.lookahead must be >= 0 and rollout.lookahead_points >= 1, got {self.lookahead} and "
+               f"{self.lookahead_points}")
         object.__setattr__(self, "sampling", SamplingParams(self.temperature, self.top_p, self.max_new_tokens))
         from agentgym.toolcall_formats import FORMATS
 
@@ -366,7 +375,7 @@ class TrainConfig:
         if estimator.needs_critic:
             _check(m.critic != "none", f"algorithm.estimator={a.estimator} needs a critic: set model.critic=shared "
                                        "(value head on the policy) or model.critic=separate")
-        elif estimator.needs_groups:
+        elif estimator.needs_groups and not r.lookahead:  # lookahead's groups are a turn's play-outs
             _check(r.group_size >= 2, f"algorithm.estimator={a.estimator} compares rollouts of one task: set "
                                       f"rollout.group_size >= 2 (got {r.group_size})")
         _check(not (self.optim.optimizer == "sgd" and m.critic != "none"),
@@ -394,10 +403,36 @@ class TrainConfig:
                "train.distributed=none, or train.change_kept=1")
         if self.train.mode == "async":
             _check_async(self)
+        if r.lookahead:
+            _check_lookahead(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The options as a nested dict (what `load_config` reads back); derived fields left out."""
         return _options_dict(self)
+
+
+def _check_lookahead(cfg: TrainConfig) -> None:
+    """What rollout.lookahead > 0 cannot run with, each refused with its fix."""
+    r, t = cfg.rollout, cfg.train
+    fix = "or set rollout.lookahead=0"
+    _check(r.action_mode == "admissible", "rollout.lookahead tries other admissible actions: set "
+                                          f"rollout.action_mode=admissible, {fix}")
+    g = cfg.algorithm.gigpo
+    _check(cfg.algorithm.estimator == "gigpo" and g.step_weight == 1.0 and g.similarity is None,
+           "rollout.lookahead's advantages are GiGPO's step advantages alone, on the exact step group each "
+           "looked-ahead turn is: set algorithm.estimator=gigpo, algorithm.gigpo.step_weight=1 and "
+           f"algorithm.gigpo.similarity=null, {fix}")
+    _check(r.group_size == 1, "rollout.lookahead plays each task once greedily (its groups are a turn's play-outs): "
+                              f"set rollout.group_size=1, {fix}")
+    _check(t.mode == "sync" and t.distributed == "none",
+           f"rollout.lookahead runs in one synchronous process: set train.mode=sync and train.distributed=none, {fix}")
+    _check(not cfg.algorithm.dynamic_sampling, f"rollout.lookahead has no sampled groups to refill: set "
+                                               f"algorithm.dynamic_sampling=false, {fix}")
+    _check(not r.group_rewards, f"rollout.lookahead's play-outs are not a task's G rollouts: set "
+                                f"rollout.group_rewards=[], {fix}")
+    _check(r.layout != "fold" and r.executor in ("serial", "thread"),
+           "rollout.lookahead restores env snapshots in-process and replays trajectory or step prompts: set "
+           f"rollout.executor=serial or thread and rollout.layout=trajectory or step, {fix}")
 
 
 def _check_async(cfg: TrainConfig) -> None:

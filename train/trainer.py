@@ -30,6 +30,7 @@ from agentgym.train import distributed as D
 from agentgym.train.estimators.advantages import last_rows
 from agentgym.policy import TrainablePolicy
 from agentgym.train.updaters.choice_ppo import choice_step
+from agentgym.train.updaters.lookahead import lookahead_step
 from agentgym.train.guardrails import BEFORE_UPDATE, GUARDS, drop_mixed_groups
 from agentgym.train.health import reward_sanity, rollout_health, signal_figures, trends
 from agentgym.train.updaters import updater_for
@@ -191,6 +192,23 @@ class Trainer:
         return batch, first, {**stats, "groups_kept": float(min(len(kept), r.groups)), "groups_dropped": float(dropped),
                               "refill_rounds": float(rounds - 1)}
 
+    def collect_lookahead(self) -> tuple[list[Trajectory], list[Trajectory], dict[str, float], list[Any]]:
+        """(the greedy plays and every play-out, the greedy plays, their reward sanity, the looked-ahead turns):
+        rollout.groups tasks played once greedily, then rollout.lookahead alternatives at each failed play's
+        chosen turns (agentgym/lookahead.py)."""
+        from agentgym.lookahead import lookahead_rollout
+
+        r = self.cfg.rollout
+        seeds = list(range(self.next_seed, self.next_seed + r.groups))
+        self.next_seed += r.groups
+        greedy = self._rollout_config(turn_cap(self.cfg, self.iteration), 0.0, self.cfg.train.seed)
+        got = lookahead_rollout(self.env_id, self.policy, self.chat, seeds, alternatives=r.lookahead,
+                                points=r.lookahead_points, config=greedy,
+                                rng=random.Random(self.cfg.train.seed * 1_000_003 + self.iteration),
+                                env_kwargs=dict(r.env_kwargs) or None, start_group_id=seeds[0],
+                                reset_options={"split": "train"})
+        return got.trunks + got.branches, got.trunks, reward_sanity(got.trunks, self.reward_range), got.decisions
+
     def _async_rollouts(self, pending: list[list[Trajectory]]) -> Any:
         """The rollout workers of train.mode=async: a vLLM engine takes the published weights itself; the HF
         policy generates with its own copy of the model, so the trainer can update while it plays."""
@@ -238,7 +256,10 @@ class Trainer:
     def step(self) -> dict[str, Any]:
         it, cfg = self.iteration, self.cfg
         t0 = time.perf_counter()
-        if self.async_side is not None:
+        decisions = None
+        if cfg.rollout.lookahead:
+            batch, first, drop_stats, decisions = self.collect_lookahead()
+        elif self.async_side is not None:
             batch, first, drop_stats = self.collect_async()
         elif self.dist is None:
             batch, first, drop_stats = self.collect(it)
@@ -257,7 +278,9 @@ class Trainer:
             metrics.update(self.verify_tokens(batch))
         self._check_health(metrics, BEFORE_UPDATE)  # before anything trains on a bad batch
         samples = build_samples(batch, cfg.rollout.layout)
-        if samples and updater_for(cfg).name == "choice_ppo":  # admissible-action mode: exact ratio
+        if decisions is not None:  # rollout.lookahead: the looked-ahead turns' choices
+            metrics.update(lookahead_step(self.c, cfg, decisions, it))
+        elif samples and updater_for(cfg).name == "choice_ppo":  # admissible-action mode: exact ratio
             metrics.update(choice_step(self.c, cfg, batch, it))
         elif samples and self.archer is not None:  # off-policy critic from the replay buffer + token actor
             self._archer_step(batch, samples, metrics)
