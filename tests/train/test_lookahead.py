@@ -143,6 +143,10 @@ def test_trainer_trains_on_looked_ahead_turns(tmp_path):
                                        "eval.every=0", "logging.progress=false", "model.train_layers=1"])
     trainer = Trainer(cfg)
     try:
+        batch, trunks, _, decisions = trainer.collect_lookahead()
+        assert len(trunks) == 4 and len(batch) == 4 + sum(len(d.plays) - 1 for d in decisions)
+        # every play is greedy, at rollout.temperature 1.0 too (that is the update's distribution, not the play's)
+        assert all(k.choice.pick == int(np.argmax(k.choice.scores)) for t in batch for k in t.turns)
         before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
         trainer.run()
         changed = any(not torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
