@@ -97,21 +97,23 @@ def branch_rollout(env: str | Callable[[], Any], policy: Policy, chat: ChatForma
 def _branch_points(env: Any, env_kwargs: dict[str, Any] | None, config: RolloutConfig, trunks: list[Trajectory],
                    turns: Sequence[int]) -> list[_Point]:
     """Snapshots of each trunk's state before each branch turn it reached (by replaying its actions)."""
+    wanted = [(trunk, k) for trunk in trunks if trunk.end_reason != "failed"
+              for k in sorted(set(turns)) if k < len(trunk.turns)]
+    return replayed_points(env, env_kwargs, config, wanted, "branch rollouts need")
+
+
+def replayed_points(env: Any, env_kwargs: dict[str, Any] | None, config: RolloutConfig,
+                    wanted: Sequence[tuple[Trajectory, int]], needs: str, options: dict[str, Any] | None = None
+                    ) -> list[_Point]:
+    """A `_Point` (snapshot and info) for each (trunk, turn k) of `wanted`: one env replays each trunk's first k
+    actions after the reset its rollout had (`options`). `needs` starts the refusal for an env without snapshots."""
     replayer = build_env(env, env_kwargs, config.max_turns)
     try:
         if not supports_snapshot(replayer):
-            raise ConfigError(f"{type(replayer.unwrapped).__name__} has no snapshot()/restore(); branch rollouts "
-                              "need them (list the env's state in TextEnv.snapshot_fields)")
+            raise ConfigError(f"{type(replayer.unwrapped).__name__} has no snapshot()/restore(); {needs} them "
+                              "(list the env's state in TextEnv.snapshot_fields)")
         tools = tuple(t.schema for t in (getattr(replayer, "tools", None) or ()))
-        points = []
-        for trunk in trunks:
-            if trunk.end_reason == "failed":
-                continue
-            for k in sorted(set(turns)):
-                if k < len(trunk.turns):
-                    data, info = _replay(replayer, trunk, k)
-                    points.append(_Point(trunk, k, data, info, tools))
-        return points
+        return [_Point(trunk, k, *_replay(replayer, trunk, k, options), tools) for trunk, k in wanted]
     finally:
         replayer.close()
 

@@ -24,14 +24,14 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
-from agentgym.branching import _continue, _Point, _replay
+from agentgym.branching import _continue, replayed_points
 from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError
 from agentgym.policy import Choice, Policy
 from agentgym.rollout import RolloutConfig, _Engine, _resolve_chat, _run_sync, rollout
-from agentgym.snapshot import restore, supports_snapshot
+from agentgym.snapshot import restore
 from agentgym.trajectory import Trajectory
-from agentgym.vector import build_env, make_pool
+from agentgym.vector import make_pool
 
 LOOP_COMPONENT = "revisit"  # the reward component an env pays for an action that brings back a visited state
 
@@ -98,24 +98,14 @@ def lookahead_rollout(env: str | Callable[[], Any], policy: Policy, chat: ChatFo
     wanted = [(trunk, k) for trunk in trunks for k in branch_turns(trunk, points, rng)]
     if not wanted:
         return LookaheadBatch(trunks, [])
-    replayer = build_env(env, env_kwargs, config.max_turns)
-    try:
-        if not supports_snapshot(replayer):
-            raise ConfigError(f"{type(replayer.unwrapped).__name__} has no snapshot()/restore(); lookahead needs "
-                              "them (list the env's state in TextEnv.snapshot_fields)")
-        tools = tuple(t.schema for t in (getattr(replayer, "tools", None) or ()))
-        tries = []  # (point, greedy pick, alternative picks)
-        for trunk, k in wanted:
-            data, info = _replay(replayer, trunk, k, options)
-            choice = trunk.turns[k].choice
-            assert choice is not None  # branch_turns keeps turns with a choice
-            actions = list(info.get("admissible_actions") or ())
-            if len(actions) < len(choice.candidates):
-                raise ConfigError(f"replaying {trunk.env_id} seed {trunk.seed} to turn {k} offered "
-                                  f"{len(actions)} actions where the trunk chose among {len(choice.candidates)}")
-            tries.append((_Point(trunk, k, data, info, tools), choice.pick, ranked_alternatives(choice, alternatives)))
-    finally:
-        replayer.close()
+    tries = []  # (point, greedy pick, alternative picks)
+    for point in replayed_points(env, env_kwargs, config, wanted, "lookahead needs", options):
+        choice = point.trunk.turns[point.turn].choice
+        assert choice is not None  # branch_turns keeps turns with a choice
+        if len(point.info.get("admissible_actions") or ()) < len(choice.candidates):
+            raise ConfigError(f"replaying {point.trunk.env_id} seed {point.trunk.seed} to turn {point.turn} offered "
+                              f"fewer actions than the {len(choice.candidates)} the trunk chose among")
+        tries.append((point, choice.pick, ranked_alternatives(choice, alternatives)))
     n = sum(len(alts) for _, _, alts in tries)
     pool = make_pool(env, n, config.executor, config.env_workers, env_kwargs, config.max_turns, config.env_timeout_s)
     try:
