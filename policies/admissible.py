@@ -175,11 +175,11 @@ class AdmissiblePolicy(BasePolicy):
 
     def _cache(self, entry: Any, past: int, capacity: int) -> Any:
         """A growing KV cache holding the first `past` prompt tokens from a stored entry (empty if 0)."""
-        from agentgym.policies.kv_cache import growing_cache
+        from agentgym.policies.kv_cache import growing_cache, growing_layers
 
         cache = growing_cache(self.model.config.get_text_config().num_hidden_layers, capacity)
         if past:
-            for layer, keys, values in zip(cache.layers, entry.keys, entry.values):
+            for layer, keys, values in zip(growing_layers(cache), entry.keys, entry.values):
                 layer.preload(keys[None, :, :past], values[None, :, :past], capacity)
         return cache
 

@@ -14,6 +14,8 @@ weights change.
 """
 from __future__ import annotations
 
+import typing
+
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -87,6 +89,14 @@ def growing_cache(num_layers: int, capacity: int) -> DynamicCache:
     cache.layers = [GrowingLayer(capacity) for _ in range(num_layers)]
     cache.layer_class_to_replicate = None
     return cache
+
+
+def growing_layers(cache: DynamicCache) -> list[GrowingLayer]:
+    """The layers of a `growing_cache` as what they are (transformers types `cache.layers` as its own layer kinds)."""
+    layers = list(cache.layers)
+    if not all(isinstance(layer, GrowingLayer) for layer in layers):
+        raise TypeError("growing_layers takes a cache made by growing_cache")
+    return typing.cast(list[GrowingLayer], layers)
 
 
 def common_prefix(a: np.ndarray, b: np.ndarray) -> int:

@@ -43,7 +43,8 @@ def lookahead_sequences(decisions: Sequence[Decision], advantages: Sequence[np.n
                         ) -> tuple[list[ChoiceSequence], np.ndarray]:
     """One choice row per decision (its conversation up to the turn, then one turn per tried action: the same
     candidates, each choosing its action) and the advantages indexed by the turns' rows."""
-    seqs, values = [], []
+    seqs: list[ChoiceSequence] = []
+    values: list[float] = []
     for i, (d, adv) in enumerate(zip(decisions, advantages)):
         turn = d.trunk.turns[d.turn]
         assert turn.choice is not None  # lookahead only branches at turns with a choice
