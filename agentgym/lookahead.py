@@ -57,13 +57,16 @@ class LookaheadBatch:
         return [p for d in self.decisions for p in d.plays[1:]]
 
 
-def branch_turns(trunk: Trajectory, points: int, rng: random.Random) -> list[int]:
-    """Where to look ahead in `trunk`: none if it succeeded or failed to run; else up to `points` turns that
-    chose among two or more actions, first those whose action brought back a visited state (reward component
-    `revisit` below 0), in order, then turns drawn at random from the rest."""
-    if trunk.success or trunk.end_reason == "failed":
+def branch_turns(trunk: Trajectory, points: int, rng: random.Random, success_points: int = 0) -> list[int]:
+    """Where to look ahead in `trunk`, among the turns that chose among two or more actions: none if it failed
+    to run; `success_points` turns drawn at random if it succeeded (their play-outs test the choices that worked,
+    so the update also learns what to keep doing); else up to `points` turns, first those whose action brought
+    back a visited state (reward component `revisit` below 0), in order, then turns drawn at random."""
+    if trunk.end_reason == "failed":
         return []
     open_turns = [t.index for t in trunk.turns if t.choice is not None and len(t.choice.candidates) > 1]
+    if trunk.success:
+        return sorted(rng.sample(open_turns, min(success_points, len(open_turns))))
     loops = [i for i in open_turns if trunk.turns[i].reward_components.get(LOOP_COMPONENT, 0.0) < 0]
     chosen = loops[:points]
     rest = [i for i in open_turns if i not in chosen]
@@ -82,6 +85,7 @@ def ranked_alternatives(choice: Choice, k: int) -> list[int]:
 
 def lookahead_rollout(env: str | Callable[[], Any], policy: Policy, chat: ChatFormat | None, seeds: Sequence[int],
                       *, alternatives: int, points: int, config: RolloutConfig, rng: random.Random,
+                      success_points: int = 0,
                       env_kwargs: dict[str, Any] | None = None, start_group_id: int = 0,
                       reset_options: dict[str, Any] | None = None) -> LookaheadBatch:
     """The greedy trunks (one per seed, group ids from `start_group_id`) and every looked-ahead turn's play-outs.
@@ -95,7 +99,7 @@ def lookahead_rollout(env: str | Callable[[], Any], policy: Policy, chat: ChatFo
     chat = _resolve_chat(policy, chat)
     options = {"tool_format": getattr(chat, "tool_format", "hermes"), **(reset_options or {})}
     trunks = rollout(env, policy, chat, seeds, 1, config, env_kwargs, start_group_id, reset_options=options)
-    wanted = [(trunk, k) for trunk in trunks for k in branch_turns(trunk, points, rng)]
+    wanted = [(trunk, k) for trunk in trunks for k in branch_turns(trunk, points, rng, success_points)]
     if not wanted:
         return LookaheadBatch(trunks, [])
     tries = []  # (point, greedy pick, alternative picks)

@@ -127,6 +127,9 @@ class RolloutSection(RolloutConfig):
     what returned more (agentgym/lookahead.py). 0: sampled groups of rollout.group_size."""
     lookahead_points: int = 1
     """With rollout.lookahead: turns looked ahead per failed greedy play (loop turns first, then at random)."""
+    lookahead_success_points: int = 0
+    """With rollout.lookahead: turns looked ahead per successful greedy play (at random), so the update also
+    sees the choices that worked beaten or not by the alternatives."""
     sleep_level: int = 1
     """A rollout engine with sleep mode (vLLM) frees its KV cache (1) or also its weights (2) while the
     trainer updates; 0 keeps it resident."""
@@ -147,9 +150,9 @@ class RolloutSection(RolloutConfig):
         _check(self.max_new_tokens >= 1, "rollout.max_new_tokens must be >= 1")
         _check(0 < self.top_p <= 1, f"rollout.top_p must be in (0, 1], got {self.top_p}")
         _check(self.sleep_level in (0, 1, 2), f"rollout.sleep_level must be 0, 1 or 2, got {self.sleep_level}")
-        _check(self.lookahead >= 0 and self.lookahead_points >= 1,
-               f"rollout.lookahead must be >= 0 and rollout.lookahead_points >= 1, got {self.lookahead} and "
-               f"{self.lookahead_points}")
+        _check(self.lookahead >= 0 and self.lookahead_points >= 1 and self.lookahead_success_points >= 0,
+               f"rollout.lookahead and rollout.lookahead_success_points must be >= 0 and rollout.lookahead_points "
+               f">= 1, got {self.lookahead}, {self.lookahead_success_points} and {self.lookahead_points}")
         object.__setattr__(self, "sampling", SamplingParams(self.temperature, self.top_p, self.max_new_tokens))
         from agentgym.toolcall_formats import FORMATS
 

@@ -203,7 +203,7 @@ class Trainer:
         self.next_seed += r.groups
         greedy = self._rollout_config(turn_cap(self.cfg, self.iteration), 0.0, self.cfg.train.seed)
         got = lookahead_rollout(self.env_id, self.policy, self.chat, seeds, alternatives=r.lookahead,
-                                points=r.lookahead_points, config=greedy,
+                                points=r.lookahead_points, success_points=r.lookahead_success_points, config=greedy,
                                 rng=random.Random(self.cfg.train.seed * 1_000_003 + self.iteration),
                                 env_kwargs=dict(r.env_kwargs) or None, start_group_id=seeds[0],
                                 reset_options={"split": "train"})

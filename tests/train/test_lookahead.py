@@ -37,7 +37,11 @@ def test_branch_turns_take_loop_turns_first_then_random_ones_and_skip_successes(
     three = branch_turns(failed, 3, random.Random(0))
     assert {1, 3} <= set(three) and len(three) == 3 and 2 not in three  # one action: no choice
     assert branch_turns(failed, 10, random.Random(0)) == [0, 1, 3, 4, 5]
-    assert branch_turns(traj(turns, success=True, end="terminated"), 2, random.Random(0)) == []
+    won = traj(turns, success=True, end="terminated")
+    assert branch_turns(won, 2, random.Random(0)) == []  # successes only with success_points
+    picked = branch_turns(won, 2, random.Random(0), success_points=2)
+    assert len(picked) == 2 and 2 not in picked and picked == sorted(picked)
+    assert branch_turns(won, 2, random.Random(0), success_points=9) == [0, 1, 3, 4, 5]
     assert branch_turns(traj(turns, end="failed"), 2, random.Random(0)) == []
     no_loops = traj([turn(i) for i in range(8)])
     assert branch_turns(no_loops, 2, random.Random(1)) == branch_turns(no_loops, 2, random.Random(1))
@@ -140,7 +144,7 @@ def test_trainer_trains_on_looked_ahead_turns(tmp_path):
     cfg = load_config("toy_learning", [f"train.run_dir={tmp_path}", "rollout.action_mode=admissible",
                                        "rollout.max_new_tokens=3", "train.iterations=1", "rollout.groups=4",
                                        "rollout.group_size=1", "rollout.lookahead=2", "rollout.lookahead_points=2",
-                                       "eval.every=0", "logging.progress=false", "model.train_layers=1"])
+                                       "rollout.lookahead_success_points=1", "eval.every=0", "logging.progress=false", "model.train_layers=1"])
     trainer = Trainer(cfg)
     try:
         batch, trunks, _, decisions = trainer.collect_lookahead()
@@ -166,6 +170,7 @@ def test_trainer_trains_on_looked_ahead_turns(tmp_path):
     ("algorithm.gigpo.step_weight=2", "step_weight=1"),
     ("algorithm.dynamic_sampling=true", "algorithm.dynamic_sampling"),
     ("rollout.lookahead_points=0", "lookahead_points >= 1"),
+    ("rollout.lookahead_success_points=-1", "lookahead_success_points must be >= 0"),
 ])
 def test_what_lookahead_cannot_run_with_is_refused(override, message):
     from agentgym.train.config import load_config
