@@ -4,13 +4,14 @@ Greedy evaluation fails a task through a few of its decisions, and a sampled gro
 replays them (a policy that picks its greedy action on 95% of turns rarely tries anything else where it
 matters). Here each task of an iteration is played once greedily (the trunk: what evaluation does). From up to
 `points` turns of each failed trunk (first the turns whose action brought back a state the episode had been in,
-the loops a small model falls into; then other turns, drawn at random) the env is restored to that turn's state
+the loops a small model falls into; then other turns, drawn at random; with `success_points`, random turns of
+successful trunks too, so the update also sees the choices that worked) the env is restored to that turn's state
 and the `alternatives` actions the policy ranked next are each tried there, every one followed greedily to the
 end of the episode. A turn's play-outs form a group (a `Decision`): the greedy action, whose play-out is the
 trunk's own rest, and the alternatives. With a deterministic env each return is exactly what the current greedy
 policy gets after that action, so comparing them carries no sampling noise (VinePPO's Monte-Carlo values, one
 deterministic play-out each); the trainer moves each decision's choice toward the actions that returned more
-(train/updaters/choice_ppo.py `lookahead_step`).
+(train/updaters/lookahead.py `lookahead_step`).
 
     batch = lookahead_rollout("agentgym/Household-PickPlace-v0", policy, None, seeds=[0, 1, 2, 3],
                               alternatives=3, points=2, config=greedy_config, rng=random.Random(0))
