@@ -12,6 +12,7 @@ A sandbox that dies mid-episode ends that episode as a failure (`info["failure"]
 from __future__ import annotations
 
 import shlex
+from collections import OrderedDict
 from typing import Any
 
 from agentgym.core import ToolEnv, make_info
@@ -45,6 +46,7 @@ for d, ds, fs in os.walk('.'):
             code.update(part)
 print(h.hexdigest()[:20], code.hexdigest()[:20])"""
 MUTATING_TOOLS = ("bash", "str_replace", "create_file")  # a failed bash may still have written files
+GRADE_CACHE_SIZE = 256  # gradings kept per env instance, keyed by (task, hash of every workspace file)
 
 INSTRUCTIONS = """You are a software engineer fixing a bug in the Python repository at /workspace.
 Work with the tools: `bash` runs a shell command in /workspace (no network), `view_file` shows a file with line
@@ -118,6 +120,11 @@ class SWEEnv(ToolEnv):
         self._start_files: dict[str, str] = {}  # the files the task touches, as the episode started (state_summary)
         self._edited: set[str] = set()          # files the agent edited with str_replace / create_file
         self._last_tests = ""                   # the last test run's summary line
+        # (task, workspace hash) -> its grading. Group members and replays often reach the same files; a grading
+        # is a pytest run in the sandbox (1-2 s). Not used after a bash call: bash can change the sandbox
+        # outside /workspace (installed packages, say), which the hash does not see.
+        self._grades: OrderedDict[tuple[str, str], TestRun] = OrderedDict()
+        self._bash_used = False
 
     # ------------------------------------------------------------------ tasks and sandboxes
     @property
@@ -194,7 +201,7 @@ class SWEEnv(ToolEnv):
         self.task = task = self._pick(seed, options)
         deps = load_deps_folder(task.deps_dir) if task.deps_dir else None
         self._plugins = deps.plugins if deps else ()
-        self._failure, self._submitted = None, False
+        self._failure, self._submitted, self._bash_used = None, False, False
         self._passed_ever, self._graded_hash = set(), None
         for attempt in range(2):  # one retry with a fresh sandbox: a pool container may have been killed
             try:
@@ -242,6 +249,23 @@ class SWEEnv(ToolEnv):
                 if text != self._grading[path]:
                     self._write(path, text)
 
+    def _cached_grade(self) -> TestRun:
+        """`_grade`, or the grading of the same task with the same workspace files from earlier (a run that
+        timed out is not kept: the sandbox may only have been slow)."""
+        assert self.task is not None and self._hash is not None
+        if self._bash_used:
+            return self._grade()
+        key = (self.task.instance_id, self._hash)
+        if key in self._grades:
+            self._grades.move_to_end(key)
+            return self._grades[key]
+        run = self._grade()
+        if not run.exec_result.timed_out:
+            self._grades[key] = run
+            if len(self._grades) > GRADE_CACHE_SIZE:
+                self._grades.popitem(last=False)
+        return run
+
     def _resolved(self, run: TestRun) -> tuple[bool, list[str]]:
         assert self.task is not None
         newly = [t for t in self.task.fail_to_pass if run.passed(t) and t not in self._passed_ever]
@@ -277,6 +301,7 @@ class SWEEnv(ToolEnv):
             timeout: Seconds before the command and everything it started are killed (at most 120).
         """
         limit = min(max(float(timeout), 1.0), max(self.bash_timeout_s, 120.0))
+        self._bash_used = True
         result = self._sandboxed(lambda: self.sandbox.exec(command, timeout_s=limit))
         return _clip(result.describe(limit), self.max_obs)
 
@@ -375,7 +400,7 @@ class SWEEnv(ToolEnv):
             if submitted or any(r.name in MUTATING_TOOLS for r in results):  # nothing else changes files
                 self._hash, self._code_hash = self._workspace_hash()
             if submitted or (self.progress_weight > 0 and self._code_hash != self._graded_hash):
-                run = self._grade()
+                run = self._cached_grade()
                 self._graded_hash = self._code_hash
                 self._last_tests = f"{last_test_line(run.output)} (graded with the task's tests)"
                 resolved, newly = self._resolved(run)

@@ -13,7 +13,8 @@ from typing import Any
 from agentgym.tools.sandbox.base import extract_tar, tar_directory
 
 FIELDS = ("task", "_failure", "_submitted", "_passed_ever", "_graded_hash", "_hash", "_code_hash", "_fix",
-          "_grading", "_last_obs", "_np_random", "_np_random_seed", "_start_files", "_edited", "_last_tests")
+          "_grading", "_last_obs", "_np_random", "_np_random_seed", "_start_files", "_edited", "_last_tests",
+          "_bash_used")
 
 
 def take(env: Any) -> bytes:
@@ -31,9 +32,11 @@ def put(env: Any, data: bytes) -> None:
     if owner != "SWEEnv":
         raise ValueError(f"this snapshot was taken from a {owner}, not an SWEEnv")
     task = state["task"]
+    bash_in_this_sandbox = bool(getattr(env, "_bash_used", False))
     if env.sandbox is None or env.task is None or env._pool(env.task) is not env._pool(task):
         env._release()
         env.sandbox = env._pool(task).acquire()
+        bash_in_this_sandbox = False
     wiped = env.sandbox.exec("find . -mindepth 1 -delete", timeout_s=120)
     if wiped.exit_code != 0:
         raise RuntimeError(f"could not empty the workspace before restoring: {wiped.output.strip()[-200:]}")
@@ -42,3 +45,5 @@ def put(env: Any, data: bytes) -> None:
         env.sandbox.copy_in(tmp)
     for name, value in state.items():
         setattr(env, name, value)
+    # what bash changed outside the workspace stays in a reused sandbox (the env's grading cache needs to know)
+    env._bash_used = bool(state.get("_bash_used", False)) or bash_in_this_sandbox

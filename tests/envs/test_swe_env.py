@@ -132,6 +132,27 @@ def test_oracle_solves_every_shipped_task(env, backend):
         total, steps = solve(env, task.instance_id)
         assert steps[-1]["success"] and total == pytest.approx(1.5), task.instance_id
 
+def test_the_same_workspace_is_graded_once_until_bash_runs(env, monkeypatch):
+    """The fix turn of the same task twice: one pytest run, the same reward. After a bash call the episode
+    grades for real again (bash can change the sandbox outside the hashed workspace)."""
+    cls = type(env.unwrapped)
+    real_grade, gradings = cls._grade, []
+    monkeypatch.setattr(cls, "_grade", lambda self: gradings.append(self._hash) or real_grade(self))
+    env.unwrapped._grades.clear()  # earlier tests on this module's env graded the same fix
+
+    def fix_turn(*before: str) -> float:
+        env.reset(seed=0)
+        for action in before:
+            env.step(action)
+        _, reward, _, _, info = env.step(env.unwrapped.oracle_action())
+        assert info["valid_action"]
+        return reward
+
+    first, again = fix_turn(), fix_turn()
+    assert len(gradings) == 1 and first == again == pytest.approx(0.5)
+    assert fix_turn(call("bash", command="true")) == pytest.approx(0.5) and len(gradings) == 2
+
+
 # `check_env` (oracle included) runs on every registered id in tests/test_all_envs.py: SWE-Mini-v0 (docker
 # where dockerd runs), SWE-Mini-Bwrap-v0 and SWE-Lib-v0.
 
