@@ -132,6 +132,7 @@ def test_oracle_solves_every_shipped_task(env, backend):
         total, steps = solve(env, task.instance_id)
         assert steps[-1]["success"] and total == pytest.approx(1.5), task.instance_id
 
+
 def test_the_same_workspace_is_graded_once_until_bash_runs(env, monkeypatch):
     """The fix turn of the same task twice: one pytest run, the same reward. After a bash call the episode
     grades for real again (bash can change the sandbox outside the hashed workspace)."""

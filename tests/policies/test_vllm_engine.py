@@ -4,7 +4,8 @@ One engine for the whole module, on the embedded SmolLM2-135M in fp32, with vLLM
 a start costs 2-3 minutes on 2 cores, a restart as much), so pushes are checked against compiled graphs. The
 LoRA test (vLLM 0.32 cannot load full weights into LoRA-wrapped layers, so one engine cannot do both) and
 the kill test (which restarts its engine) start their own in eager mode: ~50 s a start here instead of
-~160 s with a warm compile cache, at about the same decode speed. Every test leaves the engine with the original weights. The HF policy (`smol`) is the reference: same prompt ids, same tokens.
+~160 s with a warm compile cache, at about the same decode speed. Every test leaves the module engine with
+the original weights. The HF policy (`smol`) is the reference: same prompt ids, same tokens.
 """
 from __future__ import annotations
 
