@@ -129,7 +129,7 @@ class RolloutSection(RolloutConfig):
     """With rollout.lookahead: turns looked ahead per failed greedy play (loop turns first, then at random)."""
     lookahead_success_points: int = 0
     """With rollout.lookahead: turns looked ahead per successful greedy play (at random), so the update also
-    sees the choices that worked beaten or not by the alternatives."""
+    sees the choices that worked, whether or not an alternative beat them."""
     sleep_level: int = 1
     """A rollout engine with sleep mode (vLLM) frees its KV cache (1) or also its weights (2) while the
     trainer updates; 0 keeps it resident."""

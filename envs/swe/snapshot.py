@@ -32,7 +32,7 @@ def put(env: Any, data: bytes) -> None:
     if owner != "SWEEnv":
         raise ValueError(f"this snapshot was taken from a {owner}, not an SWEEnv")
     task = state["task"]
-    bash_in_this_sandbox = bool(getattr(env, "_bash_used", False))
+    bash_in_this_sandbox = env._bash_used
     if env.sandbox is None or env.task is None or env._pool(env.task) is not env._pool(task):
         env._release()
         env.sandbox = env._pool(task).acquire()

@@ -144,7 +144,8 @@ def test_trainer_trains_on_looked_ahead_turns(tmp_path):
     cfg = load_config("toy_learning", [f"train.run_dir={tmp_path}", "rollout.action_mode=admissible",
                                        "rollout.max_new_tokens=3", "train.iterations=1", "rollout.groups=4",
                                        "rollout.group_size=1", "rollout.lookahead=2", "rollout.lookahead_points=2",
-                                       "rollout.lookahead_success_points=1", "eval.every=0", "logging.progress=false", "model.train_layers=1"])
+                                       "rollout.lookahead_success_points=1", "eval.every=0", "logging.progress=false",
+                                       "model.train_layers=1"])
     trainer = Trainer(cfg)
     try:
         batch, trunks, _, decisions = trainer.collect_lookahead()
