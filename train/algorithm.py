@@ -217,7 +217,11 @@ class AlgorithmSection:
     episode_stats: Literal["trajectory", "turn"] = "trajectory"
     eps: float = 1e-6
     dynamic_sampling: bool = False
-    """Drop groups whose returns are all equal and roll out fresh tasks to refill the batch."""
+    """Drop groups without signal (see dynamic_sampling_keep) and roll out fresh tasks to refill the batch."""
+    dynamic_sampling_keep: Literal["returns", "advantages"] = "returns"
+    """What dynamic sampling keeps: `returns`, groups whose returns are not all equal (DAPO); `advantages`,
+    groups where the critic-free estimator gives some turn a non-zero advantage (GiGPO's step groups can
+    compare actions from one state inside a group whose returns are all equal)."""
     max_refill_rounds: int = 3
     turn_cap_schedule: tuple[tuple[int, int], ...] = ()
     """[[iteration, max_turns], ...]: from each iteration on, cap episodes at that many turns."""

@@ -385,6 +385,12 @@ class TrainConfig:
                "optim.optimizer=sgd steps the policy only: with model.critic set use optim.optimizer=adamw")
         _check(not (a.dynamic_sampling and r.group_size < 2),
                "algorithm.dynamic_sampling drops groups without reward variance: it needs rollout.group_size >= 2")
+        _check(a.dynamic_sampling or a.dynamic_sampling_keep == "returns",
+               "algorithm.dynamic_sampling_keep chooses what dynamic sampling keeps: set algorithm.dynamic_sampling=true "
+               "or leave dynamic_sampling_keep out")
+        _check(a.dynamic_sampling_keep == "returns" or estimator.turn_advantages is not None,
+               f"algorithm.dynamic_sampling_keep=advantages reads a critic-free estimator's turn advantages, and "
+               f"{a.estimator} needs a critic: set algorithm.dynamic_sampling_keep=returns")
         _check(not (m.lora.enabled and m.critic == "separate" and m.critic_model == ""),
                "model.critic=separate with LoRA needs model.critic_model (a local HF model dir)")
         _check(not (m.policy.startswith("vllm:") and r.action_mode == "admissible"),

@@ -34,6 +34,7 @@ from agentgym.train.updaters.lookahead import lookahead_step
 from agentgym.train.guardrails import BEFORE_UPDATE, GUARDS, drop_mixed_groups
 from agentgym.train.health import reward_sanity, rollout_health, signal_figures, trends
 from agentgym.train.updaters import updater_for
+from agentgym.train.algorithm import AlgorithmSection
 from agentgym.train.config import TrainConfig
 from agentgym.train import eval_records
 from agentgym.train import merge
@@ -41,7 +42,7 @@ from agentgym.train.metrics import MetricsWriter, rollout_metrics, write_rollout
 from agentgym.train.samples import Sample, build_samples, verify_samples
 from agentgym.train.setup import build_components, make_optimizer, make_policy
 from agentgym.train.updaters.losses import running_entropy
-from agentgym.train.estimators.targets import build_targets, shape_rewards, with_epo
+from agentgym.train.estimators.targets import build_targets, shape_rewards, turn_advantages, with_epo
 from agentgym.train.batch import Scored, Targets
 from agentgym.train.updaters.token_ppo import ppo_update, score, state_values
 from agentgym.trajectory import Trajectory, TurnTable, split_groups
@@ -66,10 +67,16 @@ def turn_cap(config: TrainConfig, iteration: int) -> int | None:
     return cap
 
 
-def keep_varied_groups(trajectories: Sequence[Trajectory]) -> tuple[list[list[Trajectory]], int]:
-    """Groups (in order) whose returns are not all equal, and how many were dropped."""
+def keep_varied_groups(trajectories: Sequence[Trajectory], algorithm: AlgorithmSection | None = None
+                       ) -> tuple[list[list[Trajectory]], int]:
+    """Groups (in order) with something to learn from, and how many were dropped: returns not all equal, or
+    with `algorithm.dynamic_sampling_keep=advantages`, some turn with a non-zero advantage under its estimator."""
     groups = split_groups(trajectories)
-    kept = [g for g in groups if len({round(t.total_reward, 9) for t in g}) > 1]
+    if algorithm is not None and algorithm.dynamic_sampling_keep == "advantages":
+        kept = [g for g in groups
+                if np.any(np.abs(turn_advantages(algorithm, TurnTable.from_trajectories(g), g)) > 1e-9)]
+    else:
+        kept = [g for g in groups if len({round(t.total_reward, 9) for t in g}) > 1]
     return kept, len(groups) - len(kept)
 
 
@@ -182,7 +189,7 @@ class Trainer:
             stats["groups_not_one_task"] += mixed
             if not a.dynamic_sampling:
                 return trajs, first, stats
-            varied, n_dropped = keep_varied_groups(trajs)
+            varied, n_dropped = keep_varied_groups(trajs, a)
             kept += varied
             dropped += n_dropped
             rounds += 1

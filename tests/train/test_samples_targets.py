@@ -131,6 +131,33 @@ def test_dynamic_sampling_and_turn_cap_schedule():
     assert turn_cap(config_from_dict({}, ["rollout.max_turns=9"]), 4) == 9
 
 
+def test_dynamic_sampling_can_keep_equal_return_groups_whose_step_groups_differ():
+    # group 0: equal returns by different paths (from state "a", "b" led to success in 2 turns and "c" in 3,
+    # so GiGPO's step group at "a" ranks them); group 1: four identical plays; group 2: returns differ
+    path_b, path_c = traj(0, [0.0, 1.0], ["a", "b"]), traj(0, [0.0, 0.0, 1.0], ["a", "c", "d"])
+    same = [traj(1, [0.0, 1.0], ["a", "b"]) for _ in range(2)]
+    varied = [traj(2, [1.0], ["a"]), traj(2, [0.0], ["a"])]
+    ts = [path_b, path_c, *same, *varied]
+    by_returns, dropped = keep_varied_groups(ts, AlgorithmSection(dynamic_sampling=True))
+    assert dropped == 2 and [g[0].group_id for g in by_returns] == [2]
+    by_advantages, dropped = keep_varied_groups(ts, AlgorithmSection(dynamic_sampling=True,
+                                                                      dynamic_sampling_keep="advantages"))
+    assert dropped == 1 and [g[0].group_id for g in by_advantages] == [0, 2]
+    # GRPO's advantages are zero exactly where the returns are all equal: the two rules agree
+    grpo = AlgorithmSection(estimator="grpo", dynamic_sampling=True, dynamic_sampling_keep="advantages")
+    assert [g[0].group_id for g in keep_varied_groups(ts, grpo)[0]] == [2]
+
+
+@pytest.mark.parametrize("overrides, fix", [
+    (["algorithm.dynamic_sampling_keep=advantages"], "set algorithm.dynamic_sampling=true"),
+    (["algorithm.dynamic_sampling=true", "algorithm.dynamic_sampling_keep=advantages", "algorithm.estimator=turn_gae",
+      "model.critic=shared"], "set algorithm.dynamic_sampling_keep=returns"),
+])
+def test_dynamic_sampling_keep_is_refused_where_it_means_nothing(overrides, fix):
+    with pytest.raises(ConfigError, match=fix):
+        config_from_dict({}, overrides)
+
+
 def test_anchor_texts_follow_table_codes():
     ts = [traj(0, [0.0, 1.0], ["a", "b"]), traj(0, [0.0], ["a"])]
     table = TurnTable.from_trajectories(ts)

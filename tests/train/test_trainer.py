@@ -82,7 +82,8 @@ def test_checkpoint_model_loads_as_a_policy(tmp_path: Path):
     ["algorithm.estimator=bi_level_gae", "model.critic=shared", "algorithm.regularisers.kl_coef=0.1", "algorithm.regularisers.entropy_coef=0.01",
      "logging.tensorboard=true"],
     ["algorithm.estimator=turn_gae", "model.critic=separate"],
-    ["algorithm.gigpo.similarity=0.9", "algorithm.norm=mean", "algorithm.episode_stats=turn"],
+    ["algorithm.gigpo.similarity=0.9", "algorithm.norm=mean", "algorithm.episode_stats=turn",
+     "algorithm.dynamic_sampling=true", "algorithm.dynamic_sampling_keep=advantages"],
     ["algorithm.estimator=rloo", "algorithm.dynamic_sampling=true", "algorithm.loss.ratio_level=sequence",
      "algorithm.turn_cap_schedule=[[0, 2]]", "rollout.layout=trajectory"],
     ["algorithm.estimator=reinforce_pp", "model.lora.enabled=true", "model.lora.target_modules=[q_proj, v_proj]",
@@ -107,6 +108,8 @@ def test_every_estimator_and_option_runs_an_iteration(tmp_path: Path, extra):
         assert list((run / "tensorboard").glob("events.*"))
     if "algorithm.turn_cap_schedule=[[0, 2]]" in extra:
         assert m["turns"] <= 2 and "groups_kept" in m
+    if "algorithm.dynamic_sampling_keep=advantages" in extra:
+        assert m["groups_kept"] > 0 and "groups_dropped" in m
 
 
 def test_cli_bad_override_is_one_line(tmp_path: Path):
