@@ -104,6 +104,12 @@ class RegularisersSection:
     """k1 / k3: estimates from the sampled tokens (or admissible pick); exact: the sum over every admissible
     candidate (admissible mode only: a turn's whole choice distribution is at hand there)."""
     entropy_coef: float = 0.0
+    expert_coef: float = 0.0
+    """Expert replay (admissible mode): each choice-update step adds this x the turn-mean cross-entropy of the
+    expert's actions on `expert_episodes` of the warm start's demonstrations (the sft: section's), holding
+    choices in states the RL batch does not visit (train/expert_replay.py). 0 = off."""
+    expert_episodes: int = 2
+    """Demonstrations drawn for each update (expert replay)."""
     epo_coef: float = 0.0
     """EPO: weight of the trajectory-level entropy bonus (0 = off); it adds to entropy_coef's token bonus, so set
     entropy_coef=0 for EPO alone."""
@@ -117,6 +123,9 @@ class RegularisersSection:
     def __post_init__(self) -> None:
         _check(self.epo_coef >= 0 and self.epo_smooth_coef >= 0,
                "algorithm.regularisers.epo_coef and epo_smooth_coef must be >= 0")
+        _check(self.expert_coef >= 0 and self.expert_episodes >= 1,
+               f"algorithm.regularisers.expert_coef must be >= 0 and expert_episodes >= 1, got {self.expert_coef} and "
+               f"{self.expert_episodes}")
         _check(0 < self.epo_band[0] <= 1 <= self.epo_band[1],
                f"algorithm.regularisers.epo_band must be [lo, hi] with 0 < lo <= 1 <= hi, got {list(self.epo_band)}")
         _check(0 <= self.epo_momentum < 1,

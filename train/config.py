@@ -439,6 +439,8 @@ def _check_lookahead(cfg: TrainConfig) -> None:
                                                f"algorithm.dynamic_sampling=false, {fix}")
     _check(not r.group_rewards, f"rollout.lookahead's play-outs are not a task's G rollouts: set "
                                 f"rollout.group_rewards=[], {fix}")
+    _check(not cfg.algorithm.regularisers.expert_coef, "rollout.lookahead's update does not replay demonstrations: "
+                                                      f"set algorithm.regularisers.expert_coef=0, {fix}")
     _check(r.layout != "fold" and r.executor in ("serial", "thread"),
            "rollout.lookahead restores env snapshots in-process and replays trajectory or step prompts: set "
            f"rollout.executor=serial or thread and rollout.layout=trajectory or step, {fix}")

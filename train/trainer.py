@@ -122,6 +122,7 @@ class Trainer:
         self.is_main = self.dist is None or self.dist.is_main
         self.epo_running: float | None = None  # EPO's running entropy H̄ (starts afresh on resume)
         self.archer = self._archer_learner()
+        self.expert = self._expert_replay()
         self.health: list[dict[str, float]] = []  # per iteration: the figures the collapse trends read
         self.guard_details: dict[str, str] = {}  # an example a guard's message quotes (the first token mismatch)
         self.reward_range = config.train.guardrails.reward_range or self.c.reward_range
@@ -151,6 +152,14 @@ class Trainer:
         return ArcherLearner(cfg.algorithm.archer, cfg.algorithm.gamma, self.model, self.device, self.pad_id,
                              lr=o.critic_lr, max_grad_norm=o.critic_max_grad_norm or o.max_grad_norm,
                              critic_model=cfg.model.critic_model, seed=cfg.train.seed)
+
+    def _expert_replay(self) -> Any:
+        """The warm start's demonstrations, replayed in each choice update (algorithm.regularisers.expert_coef)."""
+        if not self.cfg.algorithm.regularisers.expert_coef:
+            return None
+        from agentgym.train.expert_replay import ExpertReplay
+
+        return ExpertReplay.from_config(self.cfg, self.chat)
 
     # ------------------------------------------------------------------ rollouts
     def _rollout_config(self, max_turns: int | None, temperature: float, seed: int | None) -> RolloutConfig:
@@ -288,7 +297,7 @@ class Trainer:
         if decisions is not None:  # rollout.lookahead: the looked-ahead turns' choices
             metrics.update(lookahead_step(self.c, cfg, decisions, it))
         elif samples and updater_for(cfg).name == "choice_ppo":  # admissible-action mode: exact ratio
-            metrics.update(choice_step(self.c, cfg, batch, it))
+            metrics.update(choice_step(self.c, cfg, batch, it, self.expert))
         elif samples and self.archer is not None:  # off-policy critic from the replay buffer + token actor
             self._archer_step(batch, samples, metrics)
         elif samples:

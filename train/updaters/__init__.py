@@ -72,6 +72,9 @@ def _token_refusals() -> tuple[Refusal, ...]:
                 "token PPO (and ArCHer's token actor) estimates the KL from the sampled tokens: set "
                 "algorithm.regularisers.kl_estimator=k1 or k3 (exact sums over the admissible actions: "
                 "rollout.action_mode=admissible)"),
+        Refusal("algorithm.regularisers.expert_coef", lambda c: c.algorithm.regularisers.expert_coef > 0,
+                "expert replay trains the expert's choices among admissible actions: set "
+                "algorithm.regularisers.expert_coef=0, or train with rollout.action_mode=admissible"),
     )
 
 

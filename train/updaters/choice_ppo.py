@@ -123,25 +123,33 @@ class ChoiceStats:
     first_turns: int = 0
     greedy_picks: int = 0                 # turns whose sampled pick was the argmax candidate
     picked_prob: float = 0.0              # Σ π'(pick)
+    expert_ce: float = 0.0                # expert replay: Σ over steps of the demonstrations' turn-mean cross-entropy
+    expert_turns: int = 0
+    expert_best: int = 0                  # demonstration turns whose best-scored action was the expert's
     cost: UpdateCost = field(default_factory=UpdateCost)
 
     def as_metrics(self) -> dict[str, float]:
         t = max(self.turns, 1)
         first = max(self.first_turns, 1)
+        expert = {"expert/cross_entropy": self.expert_ce / max(self.steps, 1),
+                  "expert/agreement": self.expert_best / self.expert_turns} if self.expert_turns else {}
         return {"policy_loss": self.policy_loss / t, "kl": self.kl / t, "clip_fraction": self.clip_fraction / t,
                 "entropy": self.entropy / t, "grad_norm": self.grad_norm / max(self.steps, 1),
                 "choice/greedy_pick_share": self.greedy_picks / first, "choice/picked_prob": self.picked_prob / first,
-                "optimizer_steps": float(self.steps), "choice_turns": float(self.turns), **self.cost.as_metrics()}
+                "optimizer_steps": float(self.steps), "choice_turns": float(self.turns), **expert,
+                **self.cost.as_metrics()}
 
 
 def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.ndarray, config: TrainConfig,
-                  shuffle_seed: int) -> ChoiceStats:
+                  shuffle_seed: int, expert: Any = None) -> ChoiceStats:
     """PPO epochs over the choice turns: clipped ratio π'_new(a)/π'_old(a), turn-mean loss per mini-batch
     (the same typed seams as `update.ppo_update`). The frozen trunk's output comes from the rollout's own
     scoring passes when the policy kept it (policies/rollout_trunk.py), else it runs once per sequence (no
     grad); every pass runs only the trainable top (policies/trunk.py); `stats.cost` says where time went.
     With `algorithm.regularisers.kl_coef` > 0 each turn's loss adds kl_coef x KL(π'_new || π'_ref) toward the
-    reference policy (the weights training started from), scored once per update (`reference_logprobs`)."""
+    reference policy (the weights training started from), scored once per update (`reference_logprobs`).
+    `expert` (train/expert_replay.py's ExpertReplay): every step also takes the expert's choices on a few
+    demonstrations, weighted by algorithm.regularisers.expert_coef."""
     model, optimizer, scheduler, device = c.model, c.optimizer, c.scheduler, c.device
     cfg, train_cfg, max_grad_norm = config.algorithm, config.train, config.optim.max_grad_norm
     temperature = config.rollout.temperature
@@ -153,6 +161,8 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
     kl_coef, kl_estimator = cfg.regularisers.kl_coef, cfg.regularisers.kl_estimator
     with cost.timed("reference"):
         reference = reference_logprobs(c, seqs, trunks, temperature) if kl_coef > 0 else None
+    with cost.timed("expert"):
+        demos = expert.draw(shuffle_seed, model, device) if expert is not None else None
     # one epoch of one mini-batch: every forward runs on the rollout's weights, so the old log-probs are
     # the new ones detached (ratio 1, gradient intact) and a whole no-grad pass over the batch is saved
     on_policy = train_cfg.ppo_epochs == 1 and min(train_cfg.mini_batches, len(seqs)) == 1
@@ -200,6 +210,12 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
                     stats.first_turns += len(seq.turns)
                     stats.greedy_picks += sum(int(lp.argmax()) == t.chosen for lp, t in zip(logps, seq.turns))
                     stats.picked_prob += float(new.detach().exp().sum())
+            if demos is not None:
+                with cost.timed("expert"):
+                    ce, turns, best = demos.backward(model, device)
+                stats.expert_ce, stats.expert_turns, stats.expert_best = (stats.expert_ce + ce,
+                                                                          stats.expert_turns + turns,
+                                                                          stats.expert_best + best)
             with cost.timed("optimizer"):
                 stats.grad_norm += float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
                 optimizer.step()
@@ -278,14 +294,16 @@ def _count_rows(cost: UpdateCost, model: Any, seqs: Sequence[ChoiceSequence], tr
                      trunk_reused=from_rollout)
 
 
-def choice_step(c: Components, config: TrainConfig, batch: Sequence[Trajectory], iteration: int
-                ) -> dict[str, float]:
-    """One iteration's choice update of the turns in `batch` that chose among admissible actions."""
+def choice_step(c: Components, config: TrainConfig, batch: Sequence[Trajectory], iteration: int,
+                expert: Any = None) -> dict[str, float]:
+    """One iteration's choice update of the turns in `batch` that chose among admissible actions (and with
+    `expert`, an ExpertReplay, the expert's choices on a few demonstrations)."""
     seqs = choice_sequences(batch, config.rollout.layout)
     if not seqs:
         return {"choice_turns": 0.0}
     advantages = turn_advantages(config.algorithm, TurnTable.from_trajectories(batch), batch)
-    stats = choice_update(c, seqs, advantages, config, shuffle_seed=config.train.seed * 1_000_003 + iteration)
+    stats = choice_update(c, seqs, advantages, config, shuffle_seed=config.train.seed * 1_000_003 + iteration,
+                          expert=expert)
     rows = [[t.row for t in s.turns] for s in seqs]
     adv = advantages[[r for seq_rows in rows for r in seq_rows]]
     # zero_variance_group_share: groups whose episodes all scored alike (only GiGPO's step groups can teach there)

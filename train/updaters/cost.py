@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-PHASES = ("trunk", "reference", "forward", "backward", "optimizer")  # reference: the KL anchor's no-grad pass
+# reference: the KL anchor's no-grad pass; expert: expert replay's demonstrations (train/expert_replay.py)
+PHASES = ("trunk", "reference", "forward", "backward", "optimizer", "expert")
 
 
 @dataclass
