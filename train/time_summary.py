@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
+from agentgym.train.updaters.cost import PHASES
+
 
 def _records(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
@@ -46,14 +48,13 @@ def sft_lines(records: list[dict[str, Any]]) -> list[str]:
 
 
 def rl_lines(records: list[dict[str, Any]]) -> list[str]:
-    """RL: per iteration, the rollout and the update split into trunk / reference / forward / backward / optimizer,
+    """RL: per iteration, the rollout and the update split into its phases (train/updaters/cost.py's PHASES),
     with the update's tokens/s and GFLOP/s (dense-attention FLOPs)."""
     out: list[str] = []
     for r in records:
         if "time/rollout" not in r:
             continue
-        parts = [f"{k} {r[f'time/update_{k}']:.0f}" for k in ("trunk", "reference", "forward", "backward", "optimizer")
-                 if r.get(f"time/update_{k}")]
+        parts = [f"{k} {r[f'time/update_{k}']:.0f}" for k in PHASES if r.get(f"time/update_{k}")]
         update = f"update {r.get('time/train', 0.0):.0f} s" + (f" ({', '.join(parts)})" if parts else "")
         rate = ""
         if "tokens_per_s/update" in r:
