@@ -133,7 +133,7 @@ def test_dynamic_sampling_and_turn_cap_schedule():
 
 def test_dynamic_sampling_can_keep_equal_return_groups_whose_step_groups_differ():
     # group 0: equal returns by different paths (from state "a", "b" led to success in 2 turns and "c" in 3,
-    # so GiGPO's step group at "a" ranks them); group 1: four identical plays; group 2: returns differ
+    # so GiGPO's step group at "a" ranks them); group 1: two identical plays; group 2: returns differ
     path_b, path_c = traj(0, [0.0, 1.0], ["a", "b"]), traj(0, [0.0, 0.0, 1.0], ["a", "c", "d"])
     same = [traj(1, [0.0, 1.0], ["a", "b"]) for _ in range(2)]
     varied = [traj(2, [1.0], ["a"]), traj(2, [0.0], ["a"])]
