@@ -213,9 +213,9 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
             if demos is not None:
                 with cost.timed("expert"):
                     ce, turns, best = demos.backward(model, device)
-                stats.expert_ce, stats.expert_turns, stats.expert_best = (stats.expert_ce + ce,
-                                                                          stats.expert_turns + turns,
-                                                                          stats.expert_best + best)
+                stats.expert_ce += ce
+                stats.expert_turns += turns
+                stats.expert_best += best
             with cost.timed("optimizer"):
                 stats.grad_norm += float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
                 optimizer.step()
