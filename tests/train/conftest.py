@@ -28,3 +28,22 @@ def tiny_choice(tmp_path):
     p2 = chat.continue_prompt(p1, list(cands[1]), "room 0 . hold key .")
     seq = ChoiceSequence(tuple(p2), (ChoiceTurn(0, len(p1), cands, 1), ChoiceTurn(1, len(p2), cands[:4], 2)))
     return model, tok, seq
+
+
+@pytest.fixture()
+def choice_components():
+    """A factory: `choice_components(cfg, model, reference=None)` -> the trainer's Components for a choice update
+    of `model` on CPU, with `cfg`'s optimizer and `reference` as the KL reference (None: no reference)."""
+    import contextlib
+
+    import torch
+
+    from agentgym.train.setup import Components, make_optimizer
+
+    def build(cfg, model, reference=None):
+        optimizer, scheduler = make_optimizer(cfg, model, None)
+        return Components(model=model, tokenizer=None, policy=None, chat=None, critic=None,
+                          ref=lambda: contextlib.nullcontext(reference), optimizer=optimizer, scheduler=scheduler,
+                          device=torch.device("cpu"), env_id="", tools=[], pad_id=0)
+
+    return build

@@ -4,7 +4,6 @@ full forward, and a reference whose frozen layers differ is refused; the term is
 reference and pulls a drifted policy back toward it; options a mode cannot honour are refused."""
 from __future__ import annotations
 
-import contextlib
 import copy
 
 import numpy as np
@@ -39,15 +38,6 @@ def tiny4(tiny_choice):
     return tiny_choice
 
 
-def _components(cfg, model, reference):
-    from agentgym.train.setup import Components, make_optimizer
-
-    optimizer, scheduler = make_optimizer(cfg, model, None)
-    return Components(model=model, tokenizer=None, policy=None, chat=None, critic=None,
-                      ref=lambda: contextlib.nullcontext(reference), optimizer=optimizer, scheduler=scheduler,
-                      device=CPU, env_id="", tools=[], pad_id=0)
-
-
 def _reference(model):
     ref = copy.deepcopy(model).eval()
     for p in ref.parameters():
@@ -64,7 +54,8 @@ def _drift_top(model, scale=0.05, seed=0):
                 p.add_(torch.randn(p.shape, generator=g) * scale)
 
 
-def test_the_reference_on_the_models_trunk_equals_its_own_forward_and_other_trunk_weights_are_refused(tiny4):
+def test_the_reference_on_the_models_trunk_equals_its_own_forward_and_other_trunk_weights_are_refused(
+        tiny4, choice_components):
     from agentgym.train.config import load_config
 
     model, _, seq = tiny4
@@ -72,7 +63,7 @@ def test_the_reference_on_the_models_trunk_equals_its_own_forward_and_other_trun
     _drift_top(model)  # the trained top differs from the reference's; the trunk is the same
     trunk = sequence_trunk(model, seq, CPU)
     assert trunk is not None and shares_trunk(reference, model)
-    c = _components(load_config("toy_learning"), model, reference)
+    c = choice_components(load_config("toy_learning"), model, reference)
     on_trunk = reference_logprobs(c, [seq], [trunk], 1.0)[0]
     with torch.no_grad():
         own = sequence_choice_logprobs(reference, seq, CPU)  # the reference's full forward, its own trunk
@@ -95,7 +86,8 @@ def _kl_to(reference, model, seq):
 
 
 @pytest.mark.parametrize("estimator", ["exact", "k3"])
-def test_the_kl_term_is_inert_at_the_reference_and_pulls_a_drifted_policy_back(tiny4, estimator):
+def test_the_kl_term_is_inert_at_the_reference_and_pulls_a_drifted_policy_back(tiny4, estimator,
+                                                                               choice_components):
     from agentgym.train.config import load_config
 
     model, _, seq = tiny4
@@ -111,8 +103,9 @@ def test_the_kl_term_is_inert_at_the_reference_and_pulls_a_drifted_policy_back(t
     # first step divides each element by its own magnitude and would blow a rounding-sized gradient up to lr)
     sgd_kl, sgd = config(*kl, "optim.optimizer=sgd", "optim.lr=0.1"), config("optim.optimizer=sgd", "optim.lr=0.1")
     with_kl, without = copy.deepcopy(model).train(), copy.deepcopy(model).train()
-    stats = choice_update(_components(sgd_kl, with_kl, _reference(model)), [seq], advantages, sgd_kl, shuffle_seed=0)
-    choice_update(_components(sgd, without, None), [seq], advantages, sgd, shuffle_seed=0)
+    stats = choice_update(choice_components(sgd_kl, with_kl, _reference(model)), [seq], advantages, sgd_kl,
+                          shuffle_seed=0)
+    choice_update(choice_components(sgd, without, None), [seq], advantages, sgd, shuffle_seed=0)
     assert stats.kl == pytest.approx(0.0, abs=1e-6) and stats.as_metrics()["time/update_reference"] > 0
     moved = [float((a - m).detach().abs().max()) for a, m in zip(without.parameters(), model.parameters())]
     assert max(moved) > 1e-4  # the advantages moved the policy ...
@@ -123,7 +116,7 @@ def test_the_kl_term_is_inert_at_the_reference_and_pulls_a_drifted_policy_back(t
     _drift_top(drifted, scale=0.2)
     reference = _reference(model)
     before = _kl_to(reference, drifted, seq)
-    stats = choice_update(_components(cfg, drifted, reference), [seq], np.zeros(2), cfg, shuffle_seed=0)
+    stats = choice_update(choice_components(cfg, drifted, reference), [seq], np.zeros(2), cfg, shuffle_seed=0)
     assert before > 1e-3
     if estimator == "exact":  # the first epoch scores the rollout's weights: the KL reported is the KL before the step
         assert stats.kl / stats.turns == pytest.approx(before / 2, rel=1e-3)
@@ -131,7 +124,7 @@ def test_the_kl_term_is_inert_at_the_reference_and_pulls_a_drifted_policy_back(t
     still = copy.deepcopy(model).train()  # no KL term and no advantage: nothing moves
     _drift_top(still, scale=0.2)
     kept = [p.detach().clone() for p in still.parameters()]
-    choice_update(_components(plain, still, None), [seq], np.zeros(2), plain, shuffle_seed=0)
+    choice_update(choice_components(plain, still, None), [seq], np.zeros(2), plain, shuffle_seed=0)
     assert all(torch.equal(a, b) for a, b in zip(kept, still.parameters()))
 
 

@@ -4,7 +4,6 @@ nothing, a run through the trainer replays the warm start's demonstrations and r
 that cannot replay them refuse the option."""
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 
@@ -20,15 +19,6 @@ from agentgym.train.expert_replay import ExpertReplay  # noqa: E402
 from agentgym.train.updaters.choice_ppo import choice_update, sequence_choice_logprobs  # noqa: E402
 
 CPU = torch.device("cpu")
-
-
-def _components(cfg, model):
-    from agentgym.train.setup import Components, make_optimizer
-
-    optimizer, scheduler = make_optimizer(cfg, model, None)
-    return Components(model=model, tokenizer=None, policy=None, chat=None, critic=None,
-                      ref=lambda: contextlib.nullcontext(None), optimizer=optimizer, scheduler=scheduler,
-                      device=CPU, env_id="", tools=[], pad_id=0)
 
 
 def _expert_logprob(model, seq):
@@ -55,15 +45,15 @@ def test_the_replayed_term_is_the_sft_cross_entropy_times_the_coefficient(tiny_c
         torch.testing.assert_close(g3, 3 * g1, rtol=1e-4, atol=1e-6)  # fp32 rounding: 2.7e-7 seen
 
 
-def test_with_no_advantage_the_replay_alone_pulls_the_experts_choices_up(tiny_choice):
+def test_with_no_advantage_the_replay_alone_pulls_the_experts_choices_up(tiny_choice, choice_components):
     model, _, seq = tiny_choice
     cfg = load_config("toy_learning", ["rollout.action_mode=admissible", "optim.lr=1e-3", "train.mini_batches=1",
                                        "algorithm.regularisers.entropy_coef=0"])
     replayed, plain = copy.deepcopy(model).train(), copy.deepcopy(model).train()
     before = _expert_logprob(model, seq)
-    stats = choice_update(_components(cfg, replayed), [seq], np.zeros(2), cfg, shuffle_seed=0,
+    stats = choice_update(choice_components(cfg, replayed), [seq], np.zeros(2), cfg, shuffle_seed=0,
                           expert=ExpertReplay([seq], coef=1.0, per_update=1))
-    choice_update(_components(cfg, plain), [seq], np.zeros(2), cfg, shuffle_seed=0)
+    choice_update(choice_components(cfg, plain), [seq], np.zeros(2), cfg, shuffle_seed=0)
     assert _expert_logprob(replayed, seq) > before + 1e-3
     assert all(torch.equal(a, b) for a, b in zip(plain.parameters(), model.parameters()))  # nothing else moved it
     m = stats.as_metrics()
