@@ -57,6 +57,11 @@ def launched_world() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def launched_by_torchrun() -> bool:
+    """True under torchrun, also with one process (`--nproc_per_node 1`: ddp/fsdp on a single GPU)."""
+    return "WORLD_SIZE" in os.environ
+
+
 def launched_rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
@@ -88,8 +93,8 @@ def setup(mode: str, c: Any, config: Any, *, make_policy: Callable[..., Any], ma
         return None, c
     if mode not in MODES:
         raise ConfigError(f"train.distributed={mode!r}: use one of {', '.join(MODES)}")
-    if world == 1:
-        raise ConfigError(f"train.distributed={mode} needs several processes: launch with "
+    if not launched_by_torchrun():
+        raise ConfigError(f"train.distributed={mode} needs torchrun's process group: launch with "
                           "`torchrun --nproc_per_node N -m agentgym.train CONFIG ...`")
     if config.rollout.action_mode == "admissible":
         raise ConfigError("rollout.action_mode=admissible trains on one process only: drop torchrun or use "
