@@ -1,7 +1,18 @@
-"""Fixtures shared by the choice-update tests."""
+"""Fixtures shared by the trainer tests: the device a run trains on, and the choice-update pieces."""
 from __future__ import annotations
 
 import pytest
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def train_device(request):
+    """The trained model's device (`model.device`): every test that takes it runs on the CPU, and again on
+    CUDA where a GPU is (marked gpu, skipped without one)."""
+    if request.param == "cuda":
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("needs a CUDA GPU")
+    return request.param
 
 
 @pytest.fixture()

@@ -132,7 +132,7 @@ def test_a_label_differs_from_the_pick_only_when_asked_for():
 
 
 @pytest.mark.parametrize("train_layers", [0, 1])
-def test_trainer_updates_through_the_choice_distribution(tmp_path, train_layers):
+def test_trainer_updates_through_the_choice_distribution(tmp_path, train_layers, train_device):
     import json
 
     from agentgym.train.config import load_config
@@ -141,7 +141,7 @@ def test_trainer_updates_through_the_choice_distribution(tmp_path, train_layers)
     cfg = load_config("toy_learning", [f"train.run_dir={tmp_path}", "rollout.action_mode=admissible",
                                        "rollout.max_new_tokens=3", "train.iterations=1", "rollout.groups=2",
                                        "rollout.group_size=4", "eval.every=0", "logging.progress=false",
-                                       f"model.train_layers={train_layers}"])
+                                       f"model.train_layers={train_layers}", f"model.device={train_device}"])
     trainer = Trainer(cfg)
     try:
         assert isinstance(trainer.policy, AdmissiblePolicy) and trainer.policy.model is trainer.model

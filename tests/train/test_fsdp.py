@@ -41,11 +41,11 @@ def _one_process(run_dir: Path, *extra: str) -> Path:
     return train(load_config("toy_learning", _overrides(run_dir, *extra)))
 
 
-def _torchrun(run_dir: Path, *extra: str, timeout: float = 150) -> Path:
+def _torchrun(run_dir: Path, *extra: str, timeout: float = 150, nproc: int = 2) -> Path:
     """`torchrun --standalone --nproc_per_node 2` (its store binds a free port itself); a hang kills the
     whole process group, so no rank outlives the test."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
            "-m", "agentgym.train", "toy_learning", *_overrides(run_dir, *extra)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -287,6 +287,25 @@ def test_one_gpu_index_for_every_rank_is_refused(monkeypatch):
     with pytest.raises(ConfigError, match="model.device=cuda "):
         D.pin_cuda_device("cuda:0")
     D.pin_cuda_device("cpu")  # nothing to pin
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["ddp", "fsdp"])
+def test_one_gpu_under_torchrun_equals_one_process(tmp_path: Path, mode: str):
+    """nccl on one GPU: `torchrun --nproc_per_node 1` with ddp or fsdp (the KL reference sharded too, the
+    sharded clip, the dcp checkpoint) takes the step the plain process takes on that GPU."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    cuda = ["train.iterations=1", "model.device=cuda", *KL]
+    one = _one_process(tmp_path / "one", *cuda)
+    two = _torchrun(tmp_path / "two", *cuda, f"train.distributed={mode}", nproc=1)
+    m1, m2 = read_metrics(one)[0], read_metrics(two)[0]
+    _assert_same_step(m1, m2)
+    assert m1["kl"] > 0 and m2["gpu/peak_memory_gib"] > 0
+    w1 = _safetensors(one / "ckpt-1" / "model")
+    _assert_same_weights(_safetensors(two / "ckpt-1" / "model"), w1, len(w1))
+    if mode == "fsdp":
+        _assert_same_weights(_dcp_part(two / "ckpt-1" / "dcp", "model"), w1, len(w1) - 1)  # all but a tied lm_head
 
 
 def test_fsdp_without_torchrun_says_how_to_launch(tmp_path: Path):

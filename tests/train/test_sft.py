@@ -56,10 +56,10 @@ def test_encoded_episode_equals_the_rollout_tokens(tmp_path, tiny_tokenizer, lay
     assert last.ids[last.mask][-1] == chat.end_of_turn_id
 
 
-def test_sft_on_oracle_demonstrations_learns_the_toy_env(tmp_path):
+def test_sft_on_oracle_demonstrations_learns_the_toy_env(tmp_path, train_device):
     from agentgym.train.sft.run import SFTRun
 
-    run = SFTRun(toy_config(tmp_path, "sft.expert=oracle"))
+    run = SFTRun(toy_config(tmp_path, "sft.expert=oracle", f"model.device={train_device}"))
     before = run.evaluate()["eval/success"]
     ckpt = run.run()
     rows = [json.loads(line) for line in (tmp_path / "sft" / "metrics.jsonl").read_text().splitlines()]
@@ -72,14 +72,14 @@ def test_sft_on_oracle_demonstrations_learns_the_toy_env(tmp_path):
     assert (ckpt / "model" / "config.json").is_file() and (tmp_path / "sft" / "latest").read_text() == ckpt.name
 
 
-def test_choice_sft_with_noisy_demonstrations_learns_to_pick_among_admissible_actions(tmp_path):
+def test_choice_sft_with_noisy_demonstrations_learns_to_pick_among_admissible_actions(tmp_path, train_device):
     """sft.objective=choice: cross-entropy of the expert's label among the admissible actions, on demos
     where a third of the turns played a random action (the label stays the expert's)."""
     from agentgym.train.sft.run import SFTRun
     from agentgym.train.sft.data import expert_choice_sequences
 
     cfg = toy_config(tmp_path, "sft.expert=oracle", "sft.objective=choice", "sft.expert_noise=0.3",
-                     "rollout.action_mode=admissible", "sft.lr=0.003")
+                     "rollout.action_mode=admissible", "sft.lr=0.003", f"model.device={train_device}")
     run = SFTRun(cfg)
     seqs, stats = expert_choice_sequences(cfg, run.chat)
     played = [t for s in seqs for t in s.turns]
