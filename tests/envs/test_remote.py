@@ -108,6 +108,8 @@ def test_http_errors_are_json_with_a_message(served):
         cases = [("POST", f"/sessions/{sid}/step", b'{"action": "left"}', 409, "reset first"),
                  ("POST", f"/sessions/{sid}/reset", b'{"seed": 0}', 200, ""),
                  ("POST", f"/sessions/{sid}/step", b"{not json", 400, "bad_json"),
+                 ("POST", f"/sessions/{sid}/reset", b"\t", 400, "bad_json"),
+                 ("POST", f"/sessions/{sid}/reset", b"", 200, ""),
                  ("POST", f"/sessions/{sid}/step", b'{"action": 5}', 400, "action must be a string"),
                  ("POST", f"/sessions/{sid}/reset", b'{"seed": -1}', 400, "seed must be"),
                  ("POST", f"/sessions/{'0' * 32}/step", b'{"action": "x"}', 404, "no session"),
