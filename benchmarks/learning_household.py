@@ -15,8 +15,9 @@ among admissible actions unless --action-modes says otherwise):
            machine, 7-8 min a run; add rloo or hgpo with --estimators, ~25 min each).
   --gpu    SFT on 256 demonstrations, then 30 iterations x 16 tasks x 8 rollouts, 64 held-out tasks every
            5 iterations, 3 seeds; model.device=cuda, bf16. Not run to the end: on one H100 the first RL
-           iteration of a SmolLM2-135M-shaped random model did not finish in 215 s (every episode runs to the
-           24-turn cap; the rollout scores one episode's turn per pass, 8 episodes at a time), so budget hours.
+           iteration of a SmolLM2-135M-shaped random model did not finish in 230 s, loading included (every
+           episode runs to the 24-turn cap; the rollout scores one episode's turn per pass, 8 episodes at a
+           time), so budget hours.
 Iteration 0 is the SFT checkpoint itself: greedy evaluation of fixed held-out seeds is deterministic, so it
 is evaluated once and shared by every estimator and seed. Seeds change the RL rollouts' tasks and sampling.
 """
