@@ -43,18 +43,20 @@ def tiny_choice(tmp_path):
 
 @pytest.fixture()
 def choice_components():
-    """A factory: `choice_components(cfg, model, reference=None)` -> the trainer's Components for a choice update
-    of `model` on CPU, with `cfg`'s optimizer and `reference` as the KL reference (None: no reference)."""
+    """A factory: `choice_components(cfg, model, reference=None, **parts)` -> the trainer's Components for a
+    choice update of `model` on CPU, with `cfg`'s optimizer, `reference` as the KL reference (None: no
+    reference) and `parts` (tokenizer, policy, chat) where the update reads them."""
     import contextlib
 
     import torch
 
     from agentgym.train.setup import Components, make_optimizer
 
-    def build(cfg, model, reference=None):
+    def build(cfg, model, reference=None, **parts):
         optimizer, scheduler = make_optimizer(cfg, model, None)
-        return Components(model=model, tokenizer=None, policy=None, chat=None, critic=None,
-                          ref=lambda: contextlib.nullcontext(reference), optimizer=optimizer, scheduler=scheduler,
-                          device=torch.device("cpu"), env_id="", tools=[], pad_id=0)
+        fields = dict(model=model, tokenizer=None, policy=None, chat=None, critic=None,
+                      ref=lambda: contextlib.nullcontext(reference), optimizer=optimizer, scheduler=scheduler,
+                      device=torch.device("cpu"), env_id="", tools=[], pad_id=0)
+        return Components(**{**fields, **parts})
 
     return build

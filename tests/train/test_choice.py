@@ -33,15 +33,6 @@ def two_turn_sequence(policy):
     return chat, ChoiceSequence(tuple(p2), (ChoiceTurn(0, len(p1), cands, 1), ChoiceTurn(1, len(p2), cands, 2)))
 
 
-def update_components(cfg, model, tok, chat):
-    """What choice_update needs around `model`: its optimizer (as `cfg` says) and nothing else."""
-    from agentgym.train.setup import Components, make_optimizer
-
-    optimizer, scheduler = make_optimizer(cfg, model, None)
-    return Components(model=model, tokenizer=tok, policy=None, chat=chat, critic=None, ref=None, optimizer=optimizer,
-                      scheduler=scheduler, device=torch.device("cpu"), env_id="", tools=[], pad_id=0)
-
-
 def brute_force(model, ids, turn):
     scores = []
     for c in turn.candidates:
@@ -166,7 +157,7 @@ def test_trainer_updates_through_the_choice_distribution(tmp_path, train_layers,
 
 
 @pytest.mark.parametrize("epochs", [1, 2])
-def test_choice_update_ratio_starts_at_one_with_or_without_the_old_pass(tiny, epochs):
+def test_choice_update_ratio_starts_at_one_with_or_without_the_old_pass(tiny, epochs, choice_components):
     """One epoch of one mini-batch skips the no-grad pass (old = new, detached); two epochs run it. Either
     way the first step's ratio is 1, so its loss is minus the turn-mean advantage, and weights move."""
     import numpy as np
@@ -180,7 +171,7 @@ def test_choice_update_ratio_starts_at_one_with_or_without_the_old_pass(tiny, ep
     cfg = load_config("toy_learning", [f"train.ppo_epochs={epochs}", "train.mini_batches=1", "optim.lr=1e-3",
                                         "algorithm.regularisers.entropy_coef=0"])
     model = copy.deepcopy(model).train()
-    c = update_components(cfg, model, tok, chat)
+    c = choice_components(cfg, model, tokenizer=tok, chat=chat)
     before = [p.detach().clone() for p in model.parameters()]
     stats = choice_update(c, [seq], np.array([1.0, -0.5]), cfg, shuffle_seed=0)
     assert stats.steps == epochs and stats.turns == 2 * epochs
@@ -209,7 +200,7 @@ def test_advantage_balance_says_which_way_the_loss_pushes():
 
 
 @pytest.mark.parametrize("agg,expected", [("token-mean", -1.0 / 3.0), ("seq-mean-token-mean", 0.0)])
-def test_choice_loss_weighs_turns_or_trajectories(tiny, agg, expected):
+def test_choice_loss_weighs_turns_or_trajectories(tiny, agg, expected, choice_components):
     """A 2-turn success (A=+1 each) beside a 1-turn failure (A=-1): a mean over turns pulls up (-1/3); a mean
     over trajectories of their turn-means balances them (0), whatever the trajectories' lengths."""
     import numpy as np
@@ -230,7 +221,7 @@ def test_choice_loss_weighs_turns_or_trajectories(tiny, agg, expected):
     cfg = load_config("toy_learning", [f"algorithm.loss.agg={agg}", "train.ppo_epochs=1", "train.mini_batches=1",
                                         "algorithm.regularisers.entropy_coef=0"])
     model = copy.deepcopy(model).train()
-    c = update_components(cfg, model, tok, chat)
+    c = choice_components(cfg, model, tokenizer=tok, chat=chat)
     stats = choice_update(c, [won, lost], np.array([1.0, 1.0, -1.0]), cfg, shuffle_seed=0)
     assert stats.policy_loss / stats.turns == pytest.approx(expected, abs=1e-6)  # ratio 1: minus the weighted mean A
 
@@ -238,7 +229,7 @@ def test_choice_loss_weighs_turns_or_trajectories(tiny, agg, expected):
 @pytest.mark.parametrize("optim,signal_follows", [(["optim.optimizer=adamw"], False),
                                                   (["optim.optimizer=sgd", "optim.lr=0.1"], True),
                                                   (["optim.optimizer=adamw", "optim.eps=100.0"], True)])
-def test_how_far_a_first_step_moves_with_the_size_of_the_signal(tiny, optim, signal_follows):
+def test_how_far_a_first_step_moves_with_the_size_of_the_signal(tiny, optim, signal_follows, choice_components):
     """Advantages a hundredth the size: AdamW's first step is as long (it divides by the gradient's own size);
     SGD's, or AdamW's with an epsilon far above the per-weight gradients, is a hundredth as long."""
     import numpy as np
@@ -254,7 +245,7 @@ def test_how_far_a_first_step_moves_with_the_size_of_the_signal(tiny, optim, sig
     moves = []
     for size in (1.0, 0.01):
         model = copy.deepcopy(base).train()
-        c = update_components(cfg, model, tok, chat)
+        c = choice_components(cfg, model, tokenizer=tok, chat=chat)
         before = [p.detach().clone() for p in model.parameters()]
         choice_update(c, [seq], np.array([1.0, -0.5]) * size, cfg, shuffle_seed=0)
         moves.append(sum(float((p.detach() - b).abs().sum()) for p, b in zip(model.parameters(), before)))

@@ -85,9 +85,8 @@ def test_a_changed_trunk_a_missing_turn_or_no_capture_is_refused(scored):
     assert policy.trunk.trees == {}
 
 
-def test_the_update_uses_the_rollouts_trunk_and_matches_recomputing_it(scored):
+def test_the_update_uses_the_rollouts_trunk_and_matches_recomputing_it(scored, choice_components):
     from agentgym.train.config import load_config
-    from agentgym.train.setup import Components, make_optimizer
 
     model, policy, seq = scored
     cfg = load_config("toy_learning", ["train.ppo_epochs=1", "train.mini_batches=1", "optim.lr=1e-3"])
@@ -96,9 +95,7 @@ def test_the_update_uses_the_rollouts_trunk_and_matches_recomputing_it(scored):
         m = copy.deepcopy(model)
         if policy_or_none is not None:
             policy_or_none.model = policy_or_none.free.model = m  # the policy shares the trained model
-        optimizer, scheduler = make_optimizer(cfg, m, None)
-        c = Components(model=m, tokenizer=None, policy=policy_or_none, chat=None, critic=None, ref=None,
-                       optimizer=optimizer, scheduler=scheduler, device=CPU, env_id="", tools=[], pad_id=0)
+        c = choice_components(cfg, m, policy=policy_or_none)
         return choice_update(c, [seq], np.array([1.0, -0.5]), cfg, shuffle_seed=0)
 
     recomputed = update(None)
@@ -106,9 +103,7 @@ def test_the_update_uses_the_rollouts_trunk_and_matches_recomputing_it(scored):
     assert on_copy.cost.trunk_reused == 0 and on_copy.cost.trunk_tokens > 0
     policy.model = policy.free.model = model
     before = copy.deepcopy(model)
-    optimizer, scheduler = make_optimizer(cfg, model, None)  # train the very model the policy scored with
-    c = Components(model=model, tokenizer=None, policy=policy, chat=None, critic=None, ref=None,
-                   optimizer=optimizer, scheduler=scheduler, device=CPU, env_id="", tools=[], pad_id=0)
+    c = choice_components(cfg, model, policy=policy)  # train the very model the policy scored with
     stats = choice_update(c, [seq], np.array([1.0, -0.5]), cfg, shuffle_seed=0)
     metrics = stats.as_metrics()
     assert metrics["update/trunk_from_rollout_share"] == 1.0 and metrics["update/trunk_tokens"] == 0

@@ -106,35 +106,32 @@ def test_nothing_frozen_means_no_trunk(tiny4):
     assert trunk_hidden(model, [1, 2, 3], torch.arange(3)[None], torch.zeros(1, 1, 3, 3)) is None
 
 
-def _update(model, seq, monkeypatch=None):
+def _update(components, model, seq):
     import copy
 
     import numpy as np
 
     from agentgym.train.config import load_config
-    from agentgym.train.setup import Components, make_optimizer
     from agentgym.train.updaters.choice_ppo import choice_update
 
     cfg = load_config("toy_learning", ["train.ppo_epochs=2", "train.mini_batches=1", "optim.lr=1e-2"])
     model = copy.deepcopy(model)
-    optimizer, scheduler = make_optimizer(cfg, model, None)
-    c = Components(model=model, tokenizer=None, policy=None, chat=None, critic=None, ref=None, optimizer=optimizer,
-                   scheduler=scheduler, device=CPU, env_id="", tools=[], pad_id=0)
-    stats = choice_update(c, [seq, seq], np.array([1.0, -0.5]), cfg, shuffle_seed=0)
+    stats = choice_update(components(cfg, model), [seq, seq], np.array([1.0, -0.5]), cfg, shuffle_seed=0)
     return model, stats
 
 
-def test_two_epoch_update_with_the_cache_equals_it_without_and_reports_its_cost(tiny4, monkeypatch):
+def test_two_epoch_update_with_the_cache_equals_it_without_and_reports_its_cost(tiny4, monkeypatch,
+                                                                              choice_components):
     from agentgym.policies import tree_attention
     from agentgym.policies.candidate_block import turns_block
     from agentgym.train.updaters import choice_ppo
 
     model, seq = tiny4
-    tree_model, tree_stats = _update(model, seq)  # the default: cached trunk + tree attention
+    tree_model, tree_stats = _update(choice_components, model, seq)  # the default: cached trunk + tree attention
     monkeypatch.setattr(tree_attention, "tree_mask", lambda *a, **k: None)  # the dense mask everywhere
-    cached_model, stats = _update(model, seq)
+    cached_model, stats = _update(choice_components, model, seq)
     monkeypatch.setattr(choice_ppo, "sequence_trunk", lambda *a, **k: None)  # every pass runs all layers
-    full_model, full_stats = _update(model, seq)
+    full_model, full_stats = _update(choice_components, model, seq)
     for (name, a), b in zip(cached_model.named_parameters(), full_model.parameters()):
         assert torch.allclose(a, b, atol=1e-6, rtol=0), name
     assert any(not torch.equal(a, b) for a, b in zip(cached_model.parameters(), model.parameters()))
