@@ -1,6 +1,7 @@
 """The trainer on a CUDA GPU against the same trainer on the CPU: one update on the same batch of episodes
-takes the same step (the token path and the admissible-choice path), and bf16 on the GPU trains. Marked
-gpu: skipped without one (the CPU runs of these paths are in test_trainer.py and test_choice.py)."""
+takes the same step (the token path, with a shared or a separate critic, and the admissible-choice path), and
+bf16 on the GPU trains. Marked gpu: skipped without one (the CPU runs of these paths are in test_trainer.py and
+test_choice.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -50,7 +51,8 @@ def _one_step_each(tmp_path: Path, *extra: str) -> tuple[dict, dict, dict, dict,
 
 def _assert_same_step(m_cpu: dict, m_gpu: dict, w_cpu: dict, w_gpu: dict, start: dict, keys=STEP_KEYS) -> None:
     assert m_cpu["episodes_trained"] == m_gpu["episodes_trained"] > 0 and m_gpu["gpu/peak_memory_gib"] > 0
-    # fp32 on both, the sums in another order: the figures printed here are the measured gaps
+    # fp32 on both, the sums in another order. On an H100 (torch 2.11+cu130): gradient norms 1e-5 relative
+    # apart or closer, value losses 2e-7, the weights after the step 9.3e-5 at most (printed here)
     for key in keys:
         print(f"{key}: cpu {m_cpu[key]:.8g} cuda {m_gpu[key]:.8g}")
         assert m_gpu[key] == pytest.approx(m_cpu[key], rel=1e-4, abs=1e-7), key
