@@ -9,6 +9,8 @@ import gymnasium as gym
 import pytest
 from hypothesis import HealthCheck, settings
 
+from xdist_groups import schedule_groups  # tests/ is on sys.path (rootdir-less test folder)
+
 settings.register_profile("agentgym", deadline=None, database=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile("agentgym")
@@ -26,23 +28,6 @@ def scratch_ids():
         registration._IDS.discard(env_id)
         for entries in registration._SUITES.values():
             entries[:] = [e for e in entries if e.env_id != env_id]
-
-
-# Under pytest-xdist (`-n 2 --dist loadgroup`, the README's test command) the unit of work is a group: every
-# test file is one, so a module's fixtures (an engine, a JVM, a browser) start once, and the files that start
-# vLLM engines share one, run one after another on one worker (two engines starting at once on 2 cores took a
-# worker down). That group goes first and the files with slow tests next, so the workers finish together.
-VLLM_GROUP = "vllm"
-
-
-def schedule_groups(modules: list[tuple[str, set[str]]]) -> list[tuple[str, str]]:
-    """[(module, its markers' names)] in collection order -> [(module, group)] in the order to hand out:
-    the vLLM modules first, then modules with a slow test, then the rest, each in collection order."""
-    def rank(marks: set[str]) -> int:
-        return 0 if "vllm" in marks else 1 if "slow" in marks else 2
-
-    ordered = sorted(modules, key=lambda m: rank(m[1]))   # stable: collection order within a rank
-    return [(module, VLLM_GROUP if "vllm" in marks else module) for module, marks in ordered]
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the xdist_group markers

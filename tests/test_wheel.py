@@ -2,6 +2,7 @@
 
 Built from a copy of the sources in a temp dir, so the repo gets no build/ or egg-info from this test.
 """
+import importlib.metadata
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,14 @@ FOLDERS = ("agentgym", "envs", "tools", "policies", "train")
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
-    pytest.importorskip("setuptools", minversion="64", reason="building without isolation uses the installed setuptools")
+    # the build (a subprocess) uses the installed setuptools; its version is read, not imported: importing it in a
+    # process where another test already imported the standard library's distutils fails (setuptools' shim)
+    try:
+        setuptools_major = int(importlib.metadata.version("setuptools").split(".")[0])
+    except importlib.metadata.PackageNotFoundError:
+        setuptools_major = 0
+    if setuptools_major < 64:
+        pytest.skip("building without isolation uses the installed setuptools, which must be 64 or newer")
     src = tmp_path_factory.mktemp("src")
     for folder in FOLDERS:
         if (ROOT / folder).is_dir():

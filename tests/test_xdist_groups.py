@@ -1,5 +1,5 @@
-"""The order and grouping in which pytest-xdist hands test files to its workers (tests/conftest.py)."""
-from conftest import VLLM_GROUP, schedule_groups  # tests/ is on sys.path (rootdir-less test folder)
+"""The order and grouping in which pytest-xdist hands test files to its workers (tests/xdist_groups.py)."""
+from xdist_groups import VLLM_GROUP, schedule_groups  # tests/ is on sys.path (rootdir-less test folder)
 
 
 def test_vllm_files_form_one_group_handed_out_first_then_slow_files():

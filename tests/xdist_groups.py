@@ -1,0 +1,21 @@
+"""How pytest-xdist hands test files to its workers (the README's test command: `-n 2 --dist loadgroup`; the
+hook in tests/conftest.py applies it).
+
+Every test file is one unit of work, so a module's fixtures (an engine, a JVM, a browser) start once. The files
+that start vLLM engines are one unit, run one after another on one worker: with a file to each worker, two
+engines starting side by side on 2 cores took a worker down. That unit goes first and the files with slow tests
+next, so the two workers finish at about the same time.
+"""
+from __future__ import annotations
+
+VLLM_GROUP = "vllm"
+
+
+def schedule_groups(modules: list[tuple[str, set[str]]]) -> list[tuple[str, str]]:
+    """[(module, its tests' marker names)] in collection order -> [(module, group)] in the order to hand out:
+    the vLLM modules first, then modules with a slow test, then the rest, each in collection order."""
+    def rank(marks: set[str]) -> int:
+        return 0 if "vllm" in marks else 1 if "slow" in marks else 2
+
+    ordered = sorted(modules, key=lambda m: rank(m[1]))   # stable: collection order within a rank
+    return [(module, VLLM_GROUP if "vllm" in marks else module) for module, marks in ordered]
