@@ -9,6 +9,8 @@ import pytest
 from agentgym.errors import ConfigError, MissingDependencyError
 from agentgym.vector import EnvFailure, ResetResult, StepResult, env_turn_limit, make_pool
 
+pytestmark = pytest.mark.ray  # its Ray session: one machine-wide Ray at a time (tests/xdist_groups.py)
+
 KEYDOOR = "agentgym/Toy-KeyDoor-v0"
 
 

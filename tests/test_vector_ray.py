@@ -6,11 +6,13 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray")
 
 from agentgym.vector import EnvFailure, make_pool  # noqa: E402
@@ -32,7 +34,9 @@ def _ray_cli() -> list[str]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     port = _free_port()
-    tmp = tmp_path_factory.mktemp("ray")
+    # a short folder: Ray's socket paths go under it and must fit AF_UNIX's 107 bytes (pytest's own temp folder,
+    # with xdist's popen-gwN level, made them too long)
+    tmp = Path(tempfile.mkdtemp(prefix="agr-"))
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--disable-usage-stats"]
     subprocess.run([*_ray_cli(), "start", "--head", "--port", str(port), "--include-dashboard=false",
@@ -51,6 +55,7 @@ def cluster(tmp_path_factory):
     finally:
         ray.shutdown()
         subprocess.run([*_ray_cli(), "stop", "--force"], env=env, capture_output=True, timeout=120)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_envs_spread_over_both_nodes_and_step(cluster):

@@ -12,3 +12,9 @@ def test_vllm_files_form_one_group_handed_out_first_then_slow_files():
 
 def test_no_modules_no_groups():
     assert schedule_groups([]) == []
+
+
+def test_ray_files_form_one_group_in_place():
+    modules = [("tests/a.py", set()), ("tests/ray1.py", {"ray"}), ("tests/ray2.py", {"ray", "slow"})]
+    assert schedule_groups(modules) == [("tests/ray2.py", "ray"), ("tests/a.py", "tests/a.py"),
+                                        ("tests/ray1.py", "ray")]
