@@ -32,7 +32,7 @@ def _ray_cli() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster():
     port = _free_port()
     # a short folder: Ray's socket paths go under it and must fit AF_UNIX's 107 bytes (pytest's own temp folder,
     # with xdist's popen-gwN level, made them too long)

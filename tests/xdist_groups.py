@@ -4,8 +4,8 @@ hook in tests/conftest.py applies it).
 Every test file is one unit of work, so a module's fixtures (an engine, a JVM, a browser) start once. The files
 that start vLLM engines are one unit, run one after another on one worker: with a file to each worker, two
 engines starting side by side on 2 cores took a worker down. That unit goes first and the files with slow tests
-next, so the two workers finish at about the same time. The files that start Ray are one unit too: two Ray
-clusters on one machine collide on its default ports, and the cluster test's `ray stop --force` ends every one.
+next, so the two workers finish at about the same time. The files that start Ray are one unit too: the cluster
+test's `ray stop --force` ends every Ray on the machine, another worker's session included.
 """
 from __future__ import annotations
 
