@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -31,18 +32,47 @@ def _ray_cli() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "ray.scripts.scripts"]
 
 
+def _own_auth_token(token: Path):
+    """Points the nodes started below and this process's driver at the cluster's own token file; returns the undo.
+
+    With nothing set, each `ray start` and ray.init read ~/.ray/auth_token, and a token there that changed between
+    them (another Ray run on the machine) fails the join or the connect with "Unauthenticated". The driver caches
+    its auth settings, so they are reloaded here (Ray's own test helper does the same)."""
+    try:
+        from ray._private.authentication_test_utils import reset_auth_token_state
+    except ImportError:  # a Ray without token authentication
+        return lambda: None
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
+    saved = {key: os.environ.get(key) for key in auth}
+    os.environ.update(auth)
+    reset_auth_token_state()
+
+    def restore() -> None:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        reset_auth_token_state()
+
+    return restore
+
+
 @pytest.fixture(scope="module")
 def cluster():
     port = _free_port()
     # a short folder: Ray's socket paths go under it and must fit AF_UNIX's 107 bytes (pytest's own temp folder,
     # with xdist's popen-gwN level, made them too long)
     tmp = Path(tempfile.mkdtemp(prefix="agr-"))
+    token = tmp / "auth_token"
+    token.write_text(secrets.token_hex(32))
+    restore_auth = _own_auth_token(token)
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--disable-usage-stats"]
-    subprocess.run([*_ray_cli(), "start", "--head", "--port", str(port), "--include-dashboard=false",
-                    f"--temp-dir={tmp}", *common], check=True, env=env, capture_output=True, timeout=120)
     address = f"127.0.0.1:{port}"
     try:
+        subprocess.run([*_ray_cli(), "start", "--head", "--port", str(port), "--include-dashboard=false",
+                        f"--temp-dir={tmp}", *common], check=True, env=env, capture_output=True, timeout=120)
         subprocess.run([*_ray_cli(), "start", "--address", address, *common], check=True, env=env,
                        capture_output=True, timeout=120)
         if ray.is_initialized():  # an earlier test's local session (test_vector.py)
@@ -56,6 +86,7 @@ def cluster():
         ray.shutdown()
         subprocess.run([*_ray_cli(), "stop", "--force"], env=env, capture_output=True, timeout=120)
         shutil.rmtree(tmp, ignore_errors=True)
+        restore_auth()
 
 
 def test_envs_spread_over_both_nodes_and_step(cluster):
