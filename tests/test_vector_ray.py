@@ -58,6 +58,17 @@ def _own_auth_token(token: Path):
     return restore
 
 
+def _wait_until_dead(actor, timeout: float = 60.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            ray.get(actor.node_id.remote(), timeout=10)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the killed actor still answered after {timeout:.0f} s")
+
+
 @pytest.fixture(scope="module")
 def cluster():
     port = _free_port()
@@ -104,6 +115,7 @@ def test_a_killed_actor_fails_its_episodes_and_is_replaced(cluster):
     with make_pool(KEYDOOR, 4, "ray", workers=2, ray_address=cluster) as pool:
         pool.reset([(i, i, None) for i in range(4)])
         ray.kill(pool.actors[1])
+        _wait_until_dead(pool.actors[1])  # the kill is asynchronous: a step sent at once could still be served
         steps = pool.step([(i, "look") for i in range(4)])
         failed = [i for i, s in enumerate(steps) if isinstance(s, EnvFailure)]
         assert failed == [1, 3]          # env i lives in actor i % 2
