@@ -32,8 +32,9 @@ def _ray_cli() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "ray.scripts.scripts"]
 
 
-def _own_auth_token(token: Path):
-    """Points the nodes started below and this process's driver at the cluster's own token file; returns the undo.
+def _own_auth_token(folder: Path, env: pytest.MonkeyPatch):
+    """Points the nodes started below and this process's driver at a token file of the cluster's own; returns
+    what reloads the driver's auth settings once `env` is undone.
 
     With nothing set, each `ray start` and ray.init read ~/.ray/auth_token, and a token there that changed between
     them (another Ray run on the machine) fails the join or the connect with "Unauthenticated". The driver caches
@@ -42,20 +43,12 @@ def _own_auth_token(token: Path):
         from ray._private.authentication_test_utils import reset_auth_token_state
     except ImportError:  # a Ray without token authentication
         return lambda: None
-    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
-    saved = {key: os.environ.get(key) for key in auth}
-    os.environ.update(auth)
+    token = folder / "auth_token"
+    token.write_text(secrets.token_hex(32))
+    env.setenv("RAY_AUTH_MODE", "token")
+    env.setenv("RAY_AUTH_TOKEN_PATH", str(token))
     reset_auth_token_state()
-
-    def restore() -> None:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        reset_auth_token_state()
-
-    return restore
+    return reset_auth_token_state
 
 
 def _wait_until_dead(actor, timeout: float = 60.0) -> None:
@@ -75,9 +68,8 @@ def cluster():
     # a short folder: Ray's socket paths go under it and must fit AF_UNIX's 107 bytes (pytest's own temp folder,
     # with xdist's popen-gwN level, made them too long)
     tmp = Path(tempfile.mkdtemp(prefix="agr-"))
-    token = tmp / "auth_token"
-    token.write_text(secrets.token_hex(32))
-    restore_auth = _own_auth_token(token)
+    auth_env = pytest.MonkeyPatch()
+    reload_auth = _own_auth_token(tmp, auth_env)
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--disable-usage-stats"]
     address = f"127.0.0.1:{port}"
@@ -97,7 +89,8 @@ def cluster():
         ray.shutdown()
         subprocess.run([*_ray_cli(), "stop", "--force"], env=env, capture_output=True, timeout=120)
         shutil.rmtree(tmp, ignore_errors=True)
-        restore_auth()
+        auth_env.undo()
+        reload_auth()
 
 
 def test_envs_spread_over_both_nodes_and_step(cluster):
