@@ -19,7 +19,10 @@ among admissible actions unless --action-modes says otherwise):
            episode runs to the 24-turn cap; the rollout scores one episode's turn per pass, 8 episodes at a
            time), so budget hours.
 Iteration 0 is the SFT checkpoint itself: greedy evaluation of fixed held-out seeds is deterministic, so it
-is evaluated once and shared by every estimator and seed. Seeds change the RL rollouts' tasks and sampling.
+is evaluated once and shared by every estimator and seed (its episodes kept in OUT/MODE/sft_eval_episodes.jsonl).
+Every later evaluation is also paired with it task by task: tasks newly solved and newly failed and the exact
+McNemar p, per run, with the mean change and the count of significant gains. Seeds change the RL rollouts'
+tasks and sampling.
 """
 from __future__ import annotations
 
@@ -27,6 +30,10 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentgym.eval.paired import Paired
 
 ESTIMATORS = ("gigpo", "grpo", "rloo", "hgpo")
 QUICK = {"iterations": 6, "eval_every": 3, "seeds": [0, 1, 2], "estimators": ["gigpo", "grpo"],
@@ -50,28 +57,41 @@ def sft_checkpoint(out: Path, overrides: list[str]) -> tuple[str, float]:
 
 
 def rl_curve(estimator: str, seed: int, ckpt: str, iterations: int, eval_every: int, out: Path,
-             overrides: list[str], start: float | None) -> tuple[dict[int, float], float]:
-    """{iteration: held-out success} at 0 (before the first update; `start` when already measured) and
-    after every `eval_every` iterations and the last."""
+             overrides: list[str]) -> tuple[dict[int, float], dict[int, Paired], float]:
+    """{iteration: held-out success} at 0 (the checkpoint, evaluated once per `out` and kept in
+    out/sft_eval_episodes.jsonl) and after every `eval_every` iterations and the last; and each of those
+    evals paired task by task with iteration 0's."""
     from agentgym.train.config import load_config
+    from agentgym.train.eval_records import episode_records, paired_by_iteration, read_records
     from agentgym.train.trainer import Trainer
 
     run_dir = out / f"{estimator}-seed{seed}"
+    if (run_dir / "metrics.jsonl").exists():  # a fresh run appends to it: the curves would mix two runs
+        raise SystemExit(f"learning.py: {run_dir} holds an earlier run; delete it or pass another --out")
     variant = VARIANT.get(estimator, [f"algorithm.estimator={estimator}"])
     cfg = load_config("quickstart_cpu", [f"model.policy=checkpoint:{ckpt}", "sft.enabled=false", *variant,
                                          f"train.iterations={iterations}", f"train.seed={seed}",
                                          f"rollout.seed_start={seed * 100_000}", f"eval.every={eval_every}",
                                          f"train.run_dir={run_dir}", "logging.progress=false", *overrides])
+    start_path = out / "sft_eval_episodes.jsonl"
+    # greedy on fixed seeds: the same for every estimator and seed; another checkpoint or task set is re-measured
+    identity = {"checkpoint": ckpt, "split": cfg.eval.split, "seed_start": cfg.eval.seed_start,
+                "seeds": cfg.eval.seeds, "temperature": cfg.eval.temperature}
+    start = read_records(start_path)
     t = time.perf_counter()
     trainer = Trainer(cfg)
     try:
-        curve = {0: start if start is not None else trainer.evaluate()["eval/success"]}
+        if not start or start[0].get("start") != identity:
+            start = [{**r, "start": identity} for r in episode_records(-1, trainer.eval_episodes())]
+            start_path.write_text("".join(json.dumps(r) + "\n" for r in start))
         trainer.run()
     finally:
         trainer.close()
+    curve = {0: sum(r["outcome"] == "success" for r in start) / len(start)}
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     curve.update({int(r["iteration"]) + 1: r["eval/success"] for r in rows if "eval/success" in r})
-    return curve, time.perf_counter() - t
+    paired = {row + 1: p for row, p in paired_by_iteration(start, read_records(run_dir / "eval_episodes.jsonl")).items()}
+    return curve, paired, time.perf_counter() - t
 
 
 def summarise(values: list[float], episodes: int) -> tuple[float, float, float, float, float]:
@@ -81,6 +101,19 @@ def summarise(values: list[float], episodes: int) -> tuple[float, float, float, 
     k = sum(round(v * episodes) for v in values)
     low, high = wilson_interval(k, episodes * len(values))
     return sum(values) / len(values), min(values), max(values), low, high
+
+
+def print_paired(paired: dict[str, list[dict[int, Paired]]], seeds: list[int]) -> None:
+    """Per run and evaluated iteration: tasks newly solved / newly failed against the SFT checkpoint on the
+    same held-out tasks and the exact McNemar p; the success rates alone hide how much a run churns."""
+    print("\npaired with the SFT checkpoint on the same tasks: newly solved / newly failed (exact McNemar p)")
+    for name, runs in paired.items():
+        for i in sorted(runs[0]):
+            cells = "  ".join(f"s{seed} +{r[i].newly_solved}/-{r[i].newly_failed} (p {r[i].p_value:.3f})"
+                              for seed, r in zip(seeds, runs))
+            wins = sum(r[i].p_value < 0.05 and r[i].newly_solved > r[i].newly_failed for r in runs)
+            gain = sum(r[i].change_pts for r in runs) / len(runs)
+            print(f"{name} it{i}: {cells}  mean {gain:+.1f} points, {wins}/{len(runs)} significant gains")
 
 
 def plot(table: dict[str, dict[int, tuple[float, ...]]], path: Path) -> None:
@@ -130,15 +163,18 @@ def main(argv: list[str] | None = None) -> None:
     print(f"SFT checkpoint {ckpt} ({sft_s:.0f} s)")
     episodes = int(next(o for o in [*spec["rl"], *args.overrides][::-1] if o.startswith("eval.seeds=")).split("=")[1])
     curves: dict[str, list[dict[int, float]]] = {}
-    start: dict[str, float] = {}  # per action mode: the SFT checkpoint's success, measured once
+    paired: dict[str, list[dict[int, Paired]]] = {}
     for seed in seeds:
         for m in args.action_modes:
             for e in estimators:
-                curve, seconds = rl_curve(e, seed, ckpt, iterations, eval_every, args.out / m,
-                                          [*spec["rl"], f"rollout.action_mode={m}", *args.overrides], start.get(m))
-                start[m] = curve[0]
+                (args.out / m).mkdir(parents=True, exist_ok=True)
+                curve, vs_sft, seconds = rl_curve(e, seed, ckpt, iterations, eval_every, args.out / m,
+                                                  [*spec["rl"], f"rollout.action_mode={m}", *args.overrides])
                 curves.setdefault(f"{e}/{m}", []).append(curve)
+                paired.setdefault(f"{e}/{m}", []).append(vs_sft)
                 print(f"{e}/{m} seed {seed}: " + " ".join(f"it{i}={v:.2f}" for i, v in sorted(curve.items()))
+                      + "  vs SFT " + " ".join(f"it{i} +{p.newly_solved}/-{p.newly_failed} (p {p.p_value:.3f})"
+                                               for i, p in sorted(vs_sft.items()))
                       + f"  ({seconds:.0f} s)", flush=True)
     table = {name: {i: summarise([c[i] for c in runs], episodes) for i in runs[0]} for name, runs in curves.items()}
     print(f"\nheld-out greedy success on {episodes} tasks per evaluation, {len(seeds)} seed(s): mean [seed min-max] "
@@ -146,6 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'iter':<5}" + "".join(f"{name:>34}" for name in table))
     for i in sorted(next(iter(table.values()))):
         print(f"{i:<5}" + "".join(f"{'%.3f [%.2f-%.2f] (%.2f-%.2f)' % table[n][i]:>34}" for n in table))
+    print_paired(paired, seeds)
     args.out.mkdir(parents=True, exist_ok=True)
     png = args.out / "household_success_vs_iteration.png"
     plot(table, png)

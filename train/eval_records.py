@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from agentgym.eval.paired import paired_outcomes
+from agentgym.eval.paired import Paired, paired_outcomes
 from agentgym.trajectory import Trajectory
 
 EVAL_EPISODES = "eval_episodes.jsonl"
@@ -33,6 +33,21 @@ def paired_change(before: Sequence[dict[str, Any]], after: Sequence[dict[str, An
             "eval/paired_p": p.p_value}
 
 
+def paired_by_iteration(start: Sequence[dict[str, Any]], records: Sequence[dict[str, Any]]) -> dict[int, Paired]:
+    """Each eval in `records` (keyed by its metrics row) paired task by task with `start`, e.g. the
+    checkpoint a run started from: what the run as a whole, not its last iteration, newly solved and failed."""
+    rows = sorted({r["iteration"] for r in records})
+    return {row: paired_outcomes("start", f"row {row}", _solved(start),
+                                 _solved([r for r in records if r["iteration"] == row])) for row in rows}
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """Every record of an eval_episodes.jsonl (none when it is missing)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def _solved(records: Sequence[dict[str, Any]]) -> dict[tuple[str, int], bool]:
     return {(r["env"], r["seed"]): r["outcome"] == "success" for r in records}
 
@@ -44,9 +59,6 @@ def append_records(run_dir: Path, records: Sequence[dict[str, Any]]) -> None:
 
 def last_eval(run_dir: Path) -> list[dict[str, Any]]:
     """The records of the latest eval in run_dir (none yet: []), e.g. to pair the next eval after a resume."""
-    path = run_dir / EVAL_EPISODES
-    if not path.exists():
-        return []
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = read_records(run_dir / EVAL_EPISODES)
     latest = max((r["iteration"] for r in records), default=None)
     return [r for r in records if r["iteration"] == latest]
