@@ -18,7 +18,8 @@
 # the preset's eval.split if the env accepts it, else test_unseen), QS_SKIP_INSTALL=1, PYTHON.
 # The three evals act as the preset's RL does: with rollout.action_mode=admissible they choose among the
 # env's admissible actions by likelihood (`admissible:` policies) instead of generating free text.
-# Re-running resumes: finished evals are not recomputed (`agentgym eval` resumes from its --out dir).
+# Re-running resumes: finished evals are not recomputed (`agentgym eval` resumes from its --out dir), the warm
+# start is reused and the RL stage continues from its latest checkpoint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=${1:-runs/quickstart}
@@ -112,7 +113,8 @@ $AG eval --policy "${MODE}checkpoint:$SFT_CKPT" "$WHAT_FLAG" "$WHAT" --episodes 
 phase_done eval-sft
 
 step "RL from the SFT checkpoint with $CONFIG (run dir $RUN/train)"
-$AG train "$CONFIG" "train.run_dir=$RUN/train" "train.torch_threads=$OMP_NUM_THREADS"
+# checkpoint.resume=auto: a re-run continues this RL stage (a finished one returns at once)
+$AG train "$CONFIG" "train.run_dir=$RUN/train" "train.torch_threads=$OMP_NUM_THREADS" "checkpoint.resume=auto"
 phase_done rl
 
 if [[ ! -f "$RUN/train/latest" ]]; then

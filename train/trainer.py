@@ -98,6 +98,7 @@ class Trainer:
         self.group_rewards = group_rewards_from_config(config.rollout.group_rewards)  # a bad one fails first
         self.run_dir = Path(config.train.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        refuse_an_earlier_run(self.run_dir, config.checkpoint.resume)
         seed_everything(config.train.seed)
         if config.train.torch_threads:
             torch.set_num_threads(config.train.torch_threads)
@@ -519,6 +520,8 @@ class Trainer:
         had queued."""
         ckpt = ck.find_checkpoint(self.cfg.checkpoint.resume, self.run_dir)
         if ckpt is None:
+            if self.cfg.checkpoint.resume and D.launched_rank() == 0:  # nothing saved yet: every row is redone
+                self._truncate_logs(0)
             return []
         state = ck.load_state(ckpt)
         sharded = self.dist is not None and (ckpt / "dcp").is_dir()
@@ -545,12 +548,14 @@ class Trainer:
         ck.set_rng_state(state["rng"])
         self.iteration, self.next_seed = int(state["iteration"]), int(state["next_seed"])
         if D.launched_rank() == 0:  # one writer of the run's files
-            _truncate_metrics(self.run_dir / "metrics.jsonl", self.iteration)
-            _truncate_metrics(self.run_dir / "rollouts.jsonl", self.iteration)
-            _truncate_metrics(self.run_dir / eval_records.EVAL_EPISODES, self.iteration)
+            self._truncate_logs(self.iteration)
             self._previous_eval = eval_records.last_eval(self.run_dir)
         self._push_weights()  # a rollout engine with its own copy still holds the initial weights
         return [[Trajectory.from_dict(t) for t in g] for g in state.get("async_pending") or ()]
+
+    def _truncate_logs(self, iteration: int) -> None:
+        for name in ("metrics.jsonl", "rollouts.jsonl", eval_records.EVAL_EPISODES):
+            _truncate_metrics(self.run_dir / name, iteration)
 
     def close(self) -> None:
         if getattr(self, "async_side", None) is not None:
@@ -560,6 +565,16 @@ class Trainer:
         D.shutdown(getattr(self, "dist", None))
         if self._separate_policy():
             self.policy.close()
+
+
+def refuse_an_earlier_run(run_dir: Path, resume: str) -> None:
+    """A run from iteration 0 appends to run_dir's logs, so one started where another logged would mix the
+    two runs' curves and evals: refused, unless checkpoint.resume asks to continue what is there."""
+    metrics = run_dir / "metrics.jsonl"
+    if resume or not metrics.exists() or not metrics.read_text().strip():
+        return
+    raise ConfigError(f"train.run_dir={run_dir} already holds a run (metrics.jsonl): continue it with "
+                      "checkpoint.resume=auto, or pass another train.run_dir (or delete that one)")
 
 
 def _truncate_metrics(path: Path, iteration: int) -> None:

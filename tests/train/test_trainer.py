@@ -68,6 +68,30 @@ def test_kill_and_resume_gives_the_same_next_iteration(tmp_path: Path, extra, mo
     assert (part / "ckpt-3" / "model" / "model.safetensors").exists()
 
 
+def test_a_fresh_run_is_refused_where_an_earlier_run_logged(tmp_path: Path):
+    """A fresh run would append its rows to the earlier run's metrics.jsonl (two runs' curves in one file)."""
+    from agentgym.errors import ConfigError
+
+    run = tmp_path / "run"
+    train(small_config(run, "train.iterations=1"))
+    before = (run / "metrics.jsonl").read_text()
+    with pytest.raises(ConfigError, match=r"already holds a run .*checkpoint.resume=auto.*another train.run_dir"):
+        Trainer(small_config(run, "train.iterations=1"))
+    assert (run / "metrics.jsonl").read_text() == before  # nothing of the earlier run lost
+    train(small_config(run, "train.iterations=1", "checkpoint.resume=auto"))  # finished: continues to nothing
+    assert (run / "metrics.jsonl").read_text() == before
+
+
+def test_resume_auto_with_no_checkpoint_redoes_the_logged_rows(tmp_path: Path):
+    """Rows logged before any checkpoint (a run killed early) are redone, not appended to."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"iteration": 0, "success": 0.5}\n')
+    train(small_config(run, "train.iterations=1", "checkpoint.resume=auto"))
+    rows = read_metrics(run)
+    assert [m["iteration"] for m in rows] == [0] and "policy_loss" in rows[0]  # the new run's row, alone
+
+
 def test_checkpoint_model_loads_as_a_policy(tmp_path: Path):
     run = train(small_config(tmp_path / "r", "train.iterations=1"))
     cfg = small_config(tmp_path / "again", "train.iterations=1", f"model.policy=checkpoint:{run}")
