@@ -66,8 +66,6 @@ def rl_curve(estimator: str, seed: int, ckpt: str, iterations: int, eval_every: 
     from agentgym.train.trainer import Trainer
 
     run_dir = out / f"{estimator}-seed{seed}"
-    if (run_dir / "metrics.jsonl").exists():  # a fresh run appends to it: the curves would mix two runs
-        raise SystemExit(f"learning.py: {run_dir} holds an earlier run; delete it or pass another --out")
     variant = VARIANT.get(estimator, [f"algorithm.estimator={estimator}"])
     cfg = load_config("quickstart_cpu", [f"model.policy=checkpoint:{ckpt}", "sft.enabled=false", *variant,
                                          f"train.iterations={iterations}", f"train.seed={seed}",

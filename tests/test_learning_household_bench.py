@@ -44,8 +44,10 @@ def test_household_benchmark_pairs_every_run_with_the_one_sft_eval(bench, tmp_pa
 
 
 def test_household_benchmark_refuses_to_append_to_an_earlier_run(bench, tmp_path):
+    from agentgym.errors import ConfigError
+
     run_dir = tmp_path / "admissible" / "gigpo-seed0"
     run_dir.mkdir(parents=True)
     (run_dir / "metrics.jsonl").write_text("{}\n")
-    with pytest.raises(SystemExit, match="holds an earlier run; delete it or pass another --out"):
+    with pytest.raises(ConfigError, match="already holds a run"):
         bench.rl_curve("gigpo", 0, "unused", 1, 1, tmp_path / "admissible", [])
