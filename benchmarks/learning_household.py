@@ -10,7 +10,7 @@ spread and a pooled Wilson interval; a table and a PNG.
 Sizes (SmolLM2-135M-Instruct, Household-PickPlace, the quickstart_cpu preset, trajectory layout, acting
 among admissible actions unless --action-modes says otherwise):
   --quick  SFT on 48 fair-expert demonstrations, then per estimator and seed the preset's RL stage (6
-           iterations x 2 tasks x 4 rollouts at lr 5e-5); held-out greedy success on 32 test_unseen tasks of
+           iterations x 4 tasks x 2 rollouts at lr 5e-5); held-out greedy success on 32 test_unseen tasks of
            the SFT checkpoint, after iteration 3 and after 6; 3 seeds x gigpo/grpo (~50 min on an idle 2-core
            machine, 7-8 min a run; add rloo or hgpo with --estimators, ~25 min each).
   --gpu    SFT on 256 demonstrations, then 30 iterations x 16 tasks x 8 rollouts, 64 held-out tasks every
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 ESTIMATORS = ("gigpo", "grpo", "rloo", "hgpo")
 QUICK = {"iterations": 6, "eval_every": 3, "seeds": [0, 1, 2], "estimators": ["gigpo", "grpo"],
-         "sft": ["sft.episodes=48"], "rl": ["rollout.groups=2", "rollout.group_size=4", "eval.seeds=32"]}
+         "sft": ["sft.episodes=48"], "rl": ["eval.seeds=32"]}  # the preset's batch
 GPU = {"iterations": 30, "eval_every": 5, "seeds": [0, 1, 2], "estimators": list(ESTIMATORS),
        "sft": ["sft.episodes=256", "model.device=cuda", "model.dtype=bfloat16"],
        "rl": ["rollout.groups=16", "rollout.group_size=8", "eval.seeds=64", "model.device=cuda",
