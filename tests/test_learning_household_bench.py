@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # ~11 s: two tiny RL runs with their evals
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 TINY_RUN = ["model.train_layers=2", "rollout.groups=1", "rollout.group_size=2", "rollout.max_turns=2",
             "rollout.env_workers=1", "eval.seeds=3", "train.torch_threads=1"]
