@@ -30,7 +30,8 @@ def _torchrun(run_dir: Path, *extra: str) -> subprocess.CompletedProcess:
     # by another test in between, and the ranks then wait on a stranger's store)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            "-m", "agentgym.train", "toy_learning", *_overrides(run_dir, *extra)]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    # 300 s: under the full two-worker suite one 3-iteration run printed its last line and was still exiting at 180 s
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     return out
 
