@@ -63,6 +63,7 @@ def rl_curve(estimator: str, seed: int, ckpt: str, iterations: int, eval_every: 
     evals paired task by task with iteration 0's."""
     from agentgym.train.config import load_config
     from agentgym.train.eval_records import episode_records, paired_by_iteration, read_records
+    from agentgym.train.metrics import read_metrics
     from agentgym.train.trainer import Trainer
 
     run_dir = out / f"{estimator}-seed{seed}"
@@ -86,8 +87,7 @@ def rl_curve(estimator: str, seed: int, ckpt: str, iterations: int, eval_every: 
     finally:
         trainer.close()
     curve = {0: sum(r["outcome"] == "success" for r in start) / len(start)}
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    curve.update({int(r["iteration"]) + 1: r["eval/success"] for r in rows if "eval/success" in r})
+    curve.update({int(r["iteration"]) + 1: r["eval/success"] for r in read_metrics(run_dir) if "eval/success" in r})
     paired = {row + 1: p for row, p in paired_by_iteration(start, read_records(run_dir / "eval_episodes.jsonl")).items()}
     return curve, paired, time.perf_counter() - t
 
@@ -101,14 +101,17 @@ def summarise(values: list[float], episodes: int) -> tuple[float, float, float, 
     return sum(values) / len(values), min(values), max(values), low, high
 
 
+def pair_cell(p: Paired) -> str:
+    return f"+{p.newly_solved}/-{p.newly_failed} (p {p.p_value:.3f})"
+
+
 def print_paired(paired: dict[str, list[dict[int, Paired]]], seeds: list[int]) -> None:
     """Per run and evaluated iteration: tasks newly solved / newly failed against the SFT checkpoint on the
     same held-out tasks and the exact McNemar p; the success rates alone hide how much a run churns."""
     print("\npaired with the SFT checkpoint on the same tasks: newly solved / newly failed (exact McNemar p)")
     for name, runs in paired.items():
         for i in sorted(runs[0]):
-            cells = "  ".join(f"s{seed} +{r[i].newly_solved}/-{r[i].newly_failed} (p {r[i].p_value:.3f})"
-                              for seed, r in zip(seeds, runs))
+            cells = "  ".join(f"s{seed} {pair_cell(r[i])}" for seed, r in zip(seeds, runs))
             wins = sum(r[i].p_value < 0.05 and r[i].newly_solved > r[i].newly_failed for r in runs)
             gain = sum(r[i].change_pts for r in runs) / len(runs)
             print(f"{name} it{i}: {cells}  mean {gain:+.1f} points, {wins}/{len(runs)} significant gains")
@@ -165,14 +168,12 @@ def main(argv: list[str] | None = None) -> None:
     for seed in seeds:
         for m in args.action_modes:
             for e in estimators:
-                (args.out / m).mkdir(parents=True, exist_ok=True)
                 curve, vs_sft, seconds = rl_curve(e, seed, ckpt, iterations, eval_every, args.out / m,
                                                   [*spec["rl"], f"rollout.action_mode={m}", *args.overrides])
                 curves.setdefault(f"{e}/{m}", []).append(curve)
                 paired.setdefault(f"{e}/{m}", []).append(vs_sft)
                 print(f"{e}/{m} seed {seed}: " + " ".join(f"it{i}={v:.2f}" for i, v in sorted(curve.items()))
-                      + "  vs SFT " + " ".join(f"it{i} +{p.newly_solved}/-{p.newly_failed} (p {p.p_value:.3f})"
-                                               for i, p in sorted(vs_sft.items()))
+                      + "  vs SFT " + " ".join(f"it{i} {pair_cell(p)}" for i, p in sorted(vs_sft.items()))
                       + f"  ({seconds:.0f} s)", flush=True)
     table = {name: {i: summarise([c[i] for c in runs], episodes) for i in runs[0]} for name, runs in curves.items()}
     print(f"\nheld-out greedy success on {episodes} tasks per evaluation, {len(seeds)} seed(s): mean [seed min-max] "
