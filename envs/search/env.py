@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 from agentgym.core import ToolEnv, make_info
+from agentgym.envs.search.expert import SearchExpert
 from agentgym.envs.search.metrics import exact_match, f1_score
 from agentgym.envs.search.questions import SPLITS, Question, make_question
 from agentgym.errors import ConfigError
@@ -63,7 +64,7 @@ def format_hits(query: str, hits: list[Hit], budget: int) -> str:
 
 class SearchEnv(ToolEnv):
     # the retriever is stateless: the question and what was seen are the whole episode
-    snapshot_fields = ("question", "seen", "_answer_scores")
+    snapshot_fields = ("question", "seen", "_answer_scores", "_expert")
     """Multi-hop QA over a generated fictional world (default) or a real corpus + QA set."""
 
     def __init__(self, hops: int | None = None, kind: str | None = None, split: str = "train",
@@ -98,6 +99,7 @@ class SearchEnv(ToolEnv):
         self.seen: set[str] = set()
         self._turn_ids: list[str] = []
         self._answer_scores: dict[str, Any] = {}
+        self._expert = SearchExpert()  # fed what the agent is shown (expert_action)
 
     # ------------------------------------------------------------------ tools
     @property
@@ -170,12 +172,14 @@ class SearchEnv(ToolEnv):
         self.seen, self._turn_ids, self._answer_scores = set(), [], {}
         _ = self.retriever  # build (or connect) now, not inside the first search's tool time limit
         q = self.question
+        self._expert.observe(f"Question: {q.question}")
         return f"Question: {q.question}", make_info(task_id=q.id, anchor=("question", q.id), hops=q.hops,
                                                       kind=q.kind, ground_truth=list(q.answers))
 
     def step(self, action: str):
         self._turn_ids = []
         obs, reward, terminated, truncated, info = super().step(action)
+        self._expert.observe(obs)
         info["retrieved"] = list(self._turn_ids)
         if self._turn_ids:
             info["anchor"] = tuple(self._turn_ids)
@@ -211,6 +215,11 @@ class SearchEnv(ToolEnv):
         if not self.seen and self.qa_path is not None:
             return self.render_calls([("search", {"query": q.question, "k": self.top_k})])
         return self.render_calls([("answer", {"text": q.answers[0]})])
+
+    def expert_action(self) -> str | None:
+        """The fair expert's action (expert.py): a query built from the question and the passages shown so
+        far, or the answer read in them; never the hidden question record. None: it found no path."""
+        return self._expert.act(self.render_calls) if self.question is not None else None
 
     def render(self) -> str | None:
         return getattr(self, "_last_obs", None)
