@@ -60,9 +60,12 @@ class _Point:
 
 def branch_rollout(env: str | Callable[[], Any], policy: Policy, chat: ChatFormat | None, seeds: Sequence[int],
                    branch: BranchConfig | None = None, config: RolloutConfig | None = None,
-                   env_kwargs: dict[str, Any] | None = None, start_group_id: int = 0) -> list[Trajectory]:
+                   env_kwargs: dict[str, Any] | None = None, start_group_id: int = 0,
+                   reset_options: dict[str, Any] | None = None) -> list[Trajectory]:
     """The trunks (group ids from `start_group_id`, one per seed), then every branch point's G branches
-    (a group each, after the trunks' groups), in that order."""
+    (a group each, after the trunks' groups), in that order. The trunks are reset as `rollout` resets them
+    (`tool_format` = the chat format's unless `reset_options` names one) and replayed with the same options,
+    so a tool env reads the policy's calls in the replay as it did in the trunk."""
     branch, config = branch or BranchConfig(), config or RolloutConfig()
     if config.executor not in ("serial", "thread"):
         raise ConfigError(f"branch rollouts restore snapshots into in-process envs; set rollout.executor to serial "
@@ -71,8 +74,9 @@ def branch_rollout(env: str | Callable[[], Any], policy: Policy, chat: ChatForma
         raise ConfigError("branch rollouts replay trajectory or step layouts; set rollout.layout to one of those, "
                           "not fold")
     chat = _resolve_chat(policy, chat)
-    trunks = rollout(env, policy, chat, seeds, 1, config, env_kwargs, start_group_id)
-    points = _branch_points(env, env_kwargs, config, trunks, branch.turns)
+    options = {"tool_format": getattr(chat, "tool_format", "hermes"), **(reset_options or {})}
+    trunks = rollout(env, policy, chat, seeds, 1, config, env_kwargs, start_group_id, reset_options=options)
+    points = _branch_points(env, env_kwargs, config, trunks, branch.turns, options)
     if not points:
         return trunks
     pool = make_pool(env, len(points) * branch.G, config.executor, config.env_workers, env_kwargs, config.max_turns,
@@ -95,11 +99,12 @@ def branch_rollout(env: str | Callable[[], Any], policy: Policy, chat: ChatForma
 
 
 def _branch_points(env: Any, env_kwargs: dict[str, Any] | None, config: RolloutConfig, trunks: list[Trajectory],
-                   turns: Sequence[int]) -> list[_Point]:
-    """Snapshots of each trunk's state before each branch turn it reached (by replaying its actions)."""
+                   turns: Sequence[int], options: dict[str, Any]) -> list[_Point]:
+    """Snapshots of each trunk's state before each branch turn it reached (by replaying its actions after the
+    reset its rollout had: `options`)."""
     wanted = [(trunk, k) for trunk in trunks if trunk.end_reason != "failed"
               for k in sorted(set(turns)) if k < len(trunk.turns)]
-    return replayed_points(env, env_kwargs, config, wanted, "branch rollouts need")
+    return replayed_points(env, env_kwargs, config, wanted, "branch rollouts need", options)
 
 
 def replayed_points(env: Any, env_kwargs: dict[str, Any] | None, config: RolloutConfig,

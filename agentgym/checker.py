@@ -38,6 +38,7 @@ import gymnasium as gym
 from agentgym.budget_check import check_context_budget
 from agentgym.errors import CheckError, MissingDependencyError
 from agentgym.snapshot import check_snapshot
+from agentgym.toolcall_formats import FORMATS
 
 GARBAGE_ACTIONS: tuple[tuple[str, str], ...] = (
     ("empty", ""),
@@ -287,6 +288,13 @@ def _pick_action(env: gym.Env, info: dict, rng: random.Random) -> str:
     return rng.choice(PROBE_ACTIONS)
 
 
+def _snapshot_reset_options(env: gym.Env) -> dict[str, str]:
+    """Reset options as a rollout passes them, naming a tool-call format other than the env's own default, so
+    the snapshot check sees whether a restored env still reads the format chosen at reset."""
+    default = (getattr(env.unwrapped, "tool_formats", None) or ("hermes",))[0]
+    return {"tool_format": next(name for name in FORMATS if name != default)}
+
+
 def _play(env: gym.Env, seed: int, max_steps: int, actions: Sequence[str] | None = None) -> _Run:
     """One checked episode from reset(seed); replays `actions` when given, else picks its own."""
     run, rng = _Run(), random.Random(seed)
@@ -501,7 +509,8 @@ def check_env(env_or_id: Any, *, seeds: Sequence[int] = (0, 1), max_steps: int =
         if check_turn_limit(env):
             passed.append("turn limit")
         pick = lambda e, info, rng=random.Random(seeds[0]): _pick_action(e, info, rng)  # noqa: E731
-        if _guard("snapshot", lambda: check_snapshot(env, seeds[0], pick, factory=factory)):
+        if _guard("snapshot", lambda: check_snapshot(env, seeds[0], pick, factory=factory,
+                                                     options=_snapshot_reset_options(env))):
             passed.append("snapshot")
         budget = _guard("context budget", lambda: check_context_budget(env, env_id, seeds[0], max_steps, pick))
         passed.append("context budget")

@@ -18,12 +18,14 @@ import gymnasium as gym
 
 from agentgym.errors import CheckError
 
-_RNG_FIELDS = ("_np_random", "_np_random_seed")  # gymnasium.Env's seeded generator
+# what the base classes set at reset and step reads: gymnasium.Env's seeded generator, and the tool-call
+# formats a ToolEnv reads (chosen by reset's `tool_format` option; a restored env must parse the same way)
+RESET_FIELDS = ("_np_random", "_np_random_seed", "_formats")
 
 
 def pickle_fields(env: Any, names: Sequence[str]) -> bytes:
-    """The named attributes of `env` (and its seeded generator) as one pickle."""
-    state = {name: getattr(env, name) for name in (*names, *_RNG_FIELDS) if hasattr(env, name)}
+    """The named attributes of `env` (and what its base classes set at reset: `RESET_FIELDS`) as one pickle."""
+    state = {name: getattr(env, name) for name in (*names, *RESET_FIELDS) if hasattr(env, name)}
     return pickle.dumps((type(env).__qualname__, state), protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -62,32 +64,35 @@ def restore(env: Any, data: bytes) -> None:
 
 
 def _replay(env: gym.Env, actions: Sequence[str]) -> list[tuple]:
-    """(obs, reward, terminated, truncated, success, valid) for each action, stopping at the episode's end."""
+    """(obs, reward, terminated, truncated, success, valid, tool format) for each action, stopping at the
+    episode's end."""
     out = []
     for action in actions:
         obs, reward, terminated, truncated, info = env.step(action)
         out.append((obs, float(reward), bool(terminated), bool(truncated), info.get("success"),
-                    info.get("valid_action")))
+                    info.get("valid_action"), info.get("tool_format")))
         if terminated or truncated:
             break
     return out
 
 
 def check_snapshot(env: gym.Env, seed: int, pick_action: Callable[[gym.Env, dict], str], prefix: int = 2,
-                   horizon: int = 4, factory: Callable[[], gym.Env] | None = None) -> bool:
+                   horizon: int = 4, factory: Callable[[], gym.Env] | None = None,
+                   options: dict[str, Any] | None = None) -> bool:
     """[snapshot] A restored env answers the same actions with the same observations and rewards.
 
-    Plays `prefix` steps from reset(seed), snapshots, plays `horizon` more, restores and replays them; then
-    restores into a fresh instance from `factory` (reset with another seed first) and replays again. The
-    snapshot is restored twice, so a restore must not share state with the bytes. False if not supported.
+    Plays `prefix` steps from reset(seed, options), snapshots, plays `horizon` more, restores and replays them;
+    then restores into a fresh instance from `factory` (reset with another seed and no options first) and
+    replays again, so what the options chose at reset (a tool env's `tool_format`) must travel in the snapshot.
+    The snapshot is restored twice, so a restore must not share state with the bytes. False if not supported.
     """
     if not supports_snapshot(env):
         return False
-    _, info = env.reset(seed=seed)
+    _, info = env.reset(seed=seed, options=options)
     for _ in range(prefix):
         _, _, terminated, truncated, info = env.step(pick_action(env, info))
         if terminated or truncated:
-            _, info = env.reset(seed=seed)
+            _, info = env.reset(seed=seed, options=options)
             break
     data = snapshot(env)
     if not isinstance(data, bytes):
@@ -115,13 +120,14 @@ def check_snapshot(env: gym.Env, seed: int, pick_action: Callable[[gym.Env, dict
 
 
 def _compare_replays(first: list[tuple], second: list[tuple], actions: Sequence[str], seed: int, how: str) -> None:
-    names = ("observation", "reward", "terminated", "truncated", "success", "valid_action")
+    names = ("observation", "reward", "terminated", "truncated", "success", "valid_action", "tool_format")
     for t, (a, b) in enumerate(zip(first, second)):
         for name, va, vb in zip(names, a, b):
             if va != vb:
                 raise CheckError(f"[snapshot] seed {seed}, restored into {how}: {name} differs at step {t} after "
                                  f"restore (action {actions[t][:60]!r}): {str(va)[:120]!r} vs {str(vb)[:120]!r}; "
-                                 "snapshot every attribute that step() reads (TextEnv.snapshot_fields)")
+                                 "snapshot every attribute that step() reads, reset's choices too "
+                                 "(TextEnv.snapshot_fields)")
     if len(first) != len(second):
         raise CheckError(f"[snapshot] seed {seed}, restored into {how}: the replay lasted {len(first)} steps, "
                          f"then {len(second)}")

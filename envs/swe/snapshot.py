@@ -14,7 +14,7 @@ from agentgym.tools.sandbox.base import extract_tar, tar_directory
 
 FIELDS = ("task", "_failure", "_submitted", "_passed_ever", "_graded_hash", "_hash", "_code_hash", "_fix",
           "_grading", "_last_obs", "_np_random", "_np_random_seed", "_start_files", "_edited", "_last_tests",
-          "_bash_used")
+          "_bash_used", "_formats")  # _formats: the tool-call format chosen at reset
 
 
 def take(env: Any) -> bytes:
