@@ -118,7 +118,7 @@ def _summary_at_depth(paths: list[str], budget: int, depth: int, max_names: int)
     fold_line = "; ".join(f"{kind}: {n} files in {where}" for (kind, where), n in
                           sorted(folded.items(), key=lambda kv: (-kv[1], kv[0])))
     lines = [header + ("" if not fold_line else f"; folded: {_cut(fold_line, max(80, budget // 4))}")]
-    used, shortened = len(lines[0]), False
+    used, shortened, cut = len(lines[0]), False, False
     for i, key in enumerate(order):
         line = _folder_line(key, folders[key], max_names)
         tail = f"... {len(order) - i} more folders not shown; list them with bash (e.g. `find . -name '*.py'`)"
@@ -126,12 +126,13 @@ def _summary_at_depth(paths: list[str], budget: int, depth: int, max_names: int)
             short = _folder_line(key, folders[key], 3)
             if used + len(short) + 1 + len(tail) + 1 > budget:
                 lines.append(tail)
+                cut = True  # the tail stands in for this folder and the rest: even a cut last folder is a cut
                 break
             line, shortened = short, True
         lines.append(line)
         used += len(line) + 1
     text = "\n".join(lines)
-    complete = len(lines) == len(order) + 1 and len(text) <= budget and not shortened
+    complete = not cut and not shortened and len(text) <= budget
     return (text if len(text) <= budget else _cut(text, budget)), complete
 
 
