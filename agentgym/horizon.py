@@ -4,10 +4,19 @@ An env registers a `ContextDefaults` (`agentgym.register(..., context=ContextDef
 max_observation_tokens=1024))`); `agentgym eval` and `agentgym train` use those settings wherever the user
 did not set one, and print what they chose (`describe`). An env that registers none gets the engine's
 defaults (`RolloutConfig`) and its turn limit as horizon.
+
+Turn limits come from the gold path: `benchmarks/horizons.py --write` measures how many turns the oracle (or
+the benchmark's gold path) takes on each built-in id and stores the lengths in `gold_paths.json`; a family
+registers `max_turns=turn_limit(ENV_ID)`, the longest measured path plus the margin (`limit_for`), or a larger
+budget it names the reason for (ALFWorld's 50 turns). `limit_source(ENV_ID)` says where an id's number came from.
 """
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, fields
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from agentgym.errors import RegistrationError
@@ -98,3 +107,76 @@ def context_lines(chosen: dict[str, dict[str, Any]], given: dict[str, Any] | tup
         who = ids[0] if len(ids) == 1 else f"{len(ids)} envs ({ids[0]}, ...)"
         lines.append(f"context for {who}{' (' + span + ' turns)' if span else ''}: {text}")
     return lines
+
+
+# ----------------------------------------------------------------------------------------------- turn limits
+
+GOLD_PATHS_FILE = Path(__file__).with_name("gold_paths.json")
+MARGIN = 0.5     # room for an agent's detours: half the longest gold path again ...
+MIN_SLACK = 2    # ... and at least two turns (a one-turn task gets three)
+_SOURCES: dict[str, str] = {}  # env id -> where its turn limit came from (filled by turn_limit)
+
+
+@dataclass(frozen=True)
+class GoldPaths:
+    """How many turns the gold path (or the oracle) took on an id's measured episodes."""
+
+    episodes: int
+    shortest: int
+    median: float
+    longest: int
+    measured: str  # what was played: seeds / variations and how
+
+    def describe(self) -> str:
+        return (f"gold path {self.shortest}-{self.longest} turns (median {self.median:g}) over {self.episodes} "
+                f"{self.measured}")
+
+
+def limit_for(longest: int) -> int:
+    """The turn limit for a task whose longest gold path is `longest` turns: that path plus MARGIN of it,
+    at least MIN_SLACK turns more."""
+    if longest < 1:
+        raise ValueError(f"a gold path takes at least one turn, got {longest}")
+    return longest + max(MIN_SLACK, math.ceil(MARGIN * longest))
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, GoldPaths]:
+    data = json.loads(GOLD_PATHS_FILE.read_text())
+    return {env_id: GoldPaths(**row) for env_id, row in data["ids"].items()}
+
+
+def gold_paths(env_id: str) -> GoldPaths | None:
+    """The measured gold-path lengths of a built-in id (gold_paths.json), or None where none were measured."""
+    return _table().get(env_id)
+
+
+def turn_limit(env_id: str, budget: int | None = None, why: str = "") -> int:
+    """The turn limit to register `env_id` with: `limit_for` its longest measured gold path, or `budget` where
+    that is larger (`why` says whose budget it is); an id with no measured gold path needs a budget and a why.
+    Records the reasoning for `limit_source`."""
+    measured = gold_paths(env_id)
+    if budget is not None and (budget < 1 or not why):
+        raise RegistrationError(f"turn_limit({env_id!r}, budget={budget!r}): a budget is an int >= 1 with a why")
+    if measured is None:
+        if budget is None:
+            raise RegistrationError(f"{env_id!r} has no measured gold path in {GOLD_PATHS_FILE.name}: measure it "
+                                    f"(python benchmarks/horizons.py --write --env {env_id}) or pass budget= and why=")
+        _SOURCES[env_id] = f"{budget}: {why} (no gold path measured)"
+        return budget
+    derived = limit_for(measured.longest)
+    rule = f"{measured.longest} + max({MIN_SLACK}, {MARGIN:g} x {measured.longest}) = {derived}"
+    if budget is not None and budget > derived:
+        _SOURCES[env_id] = f"{budget}: {why}; above the gold-path limit {rule} ({measured.describe()})"
+        return budget
+    below = f"; the budget {budget} ({why}) is below it" if budget is not None and budget < derived else ""
+    _SOURCES[env_id] = f"{derived}: {rule} ({measured.describe()}){below}"
+    return derived
+
+
+def limit_source(env_id: str) -> str:
+    """Where `env_id`'s registered turn limit came from, or "" for an id not registered through turn_limit."""
+    from agentgym.registration import discover
+
+    discover()
+    return _SOURCES.get(env_id, "")
