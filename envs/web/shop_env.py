@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from agentgym.core import TextEnv, make_info
+from agentgym.envs.web.shop.expert import ShopExpert
 from agentgym.envs.web.shop.goals import canonical_split
 from agentgym.envs.web.shop.site import Page, parse_options, shared_site
 from agentgym.envs.web.shop.textview import TextView, text_view
@@ -117,6 +118,7 @@ class WebShopEnv(TextEnv):
         self.path = ""
         self.goal: dict[str, Any] = {}
         self.done = False
+        self._expert = ShopExpert()  # fed every page the agent is shown (expert_action)
 
     @property
     def instructions(self) -> str:
@@ -152,6 +154,7 @@ class WebShopEnv(TextEnv):
     def _load(self, page: Page) -> str:
         self.view, self.path = text_view(page.html), page.path
         self._last_obs = self.view.text
+        self._expert.observe(self.view.text)
         return self.view.text
 
     def _anchor(self) -> str:
@@ -228,6 +231,13 @@ class WebShopEnv(TextEnv):
         target = self.goal["target"]
         return oracle_step(self.view, self.path, target["asin"], target["options"], target["title"])
 
+    def expert_action(self) -> str | None:
+        """The fair shopper's command (shop/expert.py): from the pages shown and the admissible clicks only,
+        never the goal's target product. None: no result it read fits (no path)."""
+        if self.done or self.view is None:
+            return None
+        return self._expert.act(self.view.admissible_actions())
+
     def render(self) -> str | None:
         return self._last_obs if hasattr(self, "_last_obs") else None
 
@@ -241,7 +251,7 @@ class WebShopEnv(TextEnv):
             raise NotImplementedError("WebShopEnv snapshots need the in-process shop (url=None)")
         session = self.transport.site.session(self.sid) if self.sid else None
         state = (self.sid, self.view, self.path, self.goal, self.done, getattr(self, "_last_obs", None), session,
-                 self._np_random)
+                 self._np_random, self._expert)
         return pickle.dumps(("WebShopEnv", state), protocol=pickle.HIGHEST_PROTOCOL)
 
     def restore(self, data: bytes) -> None:
@@ -249,7 +259,7 @@ class WebShopEnv(TextEnv):
         site = self.transport.site
         if site is None:
             raise NotImplementedError("WebShopEnv snapshots need the in-process shop (url=None)")
-        owner, (old_sid, view, path, goal, done, last_obs, session, rng) = pickle.loads(data)
+        owner, (old_sid, view, path, goal, done, last_obs, session, rng, expert) = pickle.loads(data)
         if owner != "WebShopEnv":
             raise ValueError(f"this snapshot was taken from a {owner}, not a WebShopEnv")
         if self.sid:
@@ -259,6 +269,7 @@ class WebShopEnv(TextEnv):
             site.adopt(dataclasses.replace(session, sid=new_sid))
         rebase = (lambda text: text.replace(f"/s/{old_sid}", f"/s/{new_sid}")) if old_sid else (lambda text: text)
         self.sid, self.path, self.done, self._np_random = (new_sid if old_sid else None), rebase(path), done, rng
+        self._expert = expert
         self.goal = {**goal, "sid": new_sid} if goal else {}
         self.view = None if view is None else dataclasses.replace(
             view, search_url=view.search_url and rebase(view.search_url),
