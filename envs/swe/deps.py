@@ -11,8 +11,10 @@ documentation tools are left out: the sandbox runs tests, not CI.
 
 pip runs on the host at preparation time (the only moment with network); the folder is mounted read-only in
 the sandbox at DEPS_MOUNT (/opt/agentgym-deps) and put on its PYTHONPATH, so the sandbox itself stays offline.
-Packages pip cannot install are named in the result, never silently dropped. The folder is built for the host's Python minor
-version (3.11 here, as the sandbox image's), so compiled wheels work in both back ends.
+Packages pip cannot install are named in the result, never silently dropped. The folder is built for the host's Python
+(implementation and minor version, 3.11 here, as the sandbox image's): its cache key and manifest name that Python, so
+a host on another version builds its own folder, and `check_sandbox_python` refuses a sandbox whose python3 differs
+(compiled wheels and version-pinned requirements would fail there as import errors, graded as the agent's).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import glob
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -28,6 +31,7 @@ import sys
 from dataclasses import dataclass
 
 from agentgym.envs.swe.tasks import cache_dir
+from agentgym.errors import ConfigError
 
 TEST_EXTRAS = re.compile(r"^(test|tests|testing|dev|develop|development|test-requirements)$", re.I)
 # Not needed to run tests (and often slow or compiled): CI, lint, type, coverage, docs, build, release and
@@ -55,6 +59,7 @@ class DepsFolder:
     installed: tuple[str, ...]
     unsatisfied: tuple[str, ...]
     plugins: tuple[str, ...]
+    python: str | None = None   # "3.11": the minor version pip installed for (None: a folder from before it was kept)
 
 
 def _name(req: str) -> str:
@@ -207,9 +212,18 @@ def _extras(repo_dir: str, names: list[str]) -> list[str]:
     return [r for n in names for r in extras.get(n, []) if isinstance(r, str)]
 
 
+def python_version() -> str:
+    """The host's Python minor version, e.g. "3.11": what pip resolves and builds wheels for."""
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
 def deps_key(repo: str, reqs: Requirements) -> str:
-    digest = hashlib.sha256("\n".join(sorted(reqs.names)).encode()).hexdigest()[:12]
-    return f"{re.sub(r'[^A-Za-z0-9_.-]', '_', repo)}-{digest}"
+    """The cache folder's name: the repository, the Python it is built for (`cpython3.11`) and a digest of the
+    requirements, the interpreter and the machine, so no two Pythons or architectures share a folder."""
+    python = f"{sys.implementation.name}{python_version()}"
+    identity = "\n".join([*sorted(reqs.names), python, platform.machine()])
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:12]
+    return f"{re.sub(r'[^A-Za-z0-9_.-]', '_', repo)}-{python}-{digest}"
 
 
 def load_deps_folder(path: str) -> DepsFolder | None:
@@ -219,7 +233,22 @@ def load_deps_folder(path: str) -> DepsFolder | None:
             row = json.load(fh)
     except (OSError, ValueError):
         return None
-    return DepsFolder(path, tuple(row["installed"]), tuple(row["unsatisfied"]), tuple(row["plugins"]))
+    return DepsFolder(path, tuple(row["installed"]), tuple(row["unsatisfied"]), tuple(row["plugins"]),
+                      row.get("python"))
+
+
+# `python3 -c` in a sandbox: its minor version, as python_version() prints the host's
+SANDBOX_PYTHON = "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'"
+
+
+def check_sandbox_python(deps: DepsFolder, sandbox_python: str) -> None:
+    """Refuse a sandbox whose python3 (`sandbox_python`, "3.12") is not the one `deps` was installed for."""
+    if deps.python is None or deps.python == sandbox_python.strip():
+        return
+    raise ConfigError(f"the test requirements in {deps.path} were installed for Python {deps.python}, but the "
+                      f"sandbox runs Python {sandbox_python.strip() or '(none found)'}; prepare the tasks with that "
+                      f"Python (`python{sandbox_python.strip()} -m agentgym swe make-tasks ...`) or use a sandbox "
+                      f"image whose python3 is {deps.python}")
 
 
 def install_requirements(reqs: Requirements, repo: str, root: str | None = None, progress=None,
@@ -249,10 +278,10 @@ def install_requirements(reqs: Requirements, repo: str, root: str | None = None,
     plugins = _pytest_plugins(staging)
     with open(os.path.join(staging, MANIFEST), "w") as fh:
         json.dump({"requirements": list(reqs.names), "sources": list(reqs.sources), "installed": installed,
-                   "unsatisfied": unsatisfied, "plugins": plugins}, fh, indent=1)
+                   "unsatisfied": unsatisfied, "plugins": plugins, "python": python_version()}, fh, indent=1)
     shutil.rmtree(path, ignore_errors=True)
     os.replace(staging, path)
-    return DepsFolder(path, tuple(installed), tuple(unsatisfied), tuple(plugins))
+    return DepsFolder(path, tuple(installed), tuple(unsatisfied), tuple(plugins), python_version())
 
 
 def _pip_target(reqs: list[str], target: str, pip_args: tuple[str, ...] = ()) -> tuple[bool, str]:

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from typing import Any
 
 from agentgym.core import ToolEnv, make_info
-from agentgym.envs.swe.deps import load_deps_folder
+from agentgym.envs.swe.deps import SANDBOX_PYTHON, check_sandbox_python, load_deps_folder
 from agentgym.envs.swe.oracle import apply_call, next_edit
 from agentgym.envs.swe.sources import resolve_tasks
 from agentgym.envs.swe.state import last_test_line, workspace_summary
@@ -46,6 +46,8 @@ for d, ds, fs in os.walk('.'):
             code.update(part)
 print(h.hexdigest()[:20], code.hexdigest()[:20])"""
 MUTATING_TOOLS = ("bash", "str_replace", "create_file")  # a failed bash may still have written files
+# (back end, image, deps folder) whose sandbox python3 was found to match the folder's (this process checks once)
+_PYTHON_CHECKED: set[tuple[str, str | None, str]] = set()
 GRADE_CACHE_SIZE = 256  # gradings kept per env instance, keyed by (task, hash of every workspace file)
 
 INSTRUCTIONS = """You are a software engineer fixing a bug in the Python repository at /workspace.
@@ -161,6 +163,8 @@ class SWEEnv(ToolEnv):
     def _prepare(self, task: SWETask) -> None:
         """A fresh sandbox holding the buggy workspace; the fix and grading files computed host-side."""
         self.sandbox = self._pool(task).acquire()
+        if task.deps_dir:
+            self._check_python(task)
         if task.image:
             self.sandbox.exec(f"cp -a {shlex.quote(task.image_repo_dir)}/. /workspace/", timeout_s=120)
         else:
@@ -178,6 +182,21 @@ class SWEEnv(ToolEnv):
         self._grading.update(hidden)
         self._start_files = {p: t for p, t in buggy.items() if t is not None}
         self._edited, self._last_tests = set(), ""
+
+    def _check_python(self, task: SWETask) -> None:
+        """The sandbox's python3 is the one the task's requirements were installed for (once per pool)."""
+        key = (self.backend, task.image or self.image, task.deps_dir)
+        if key in _PYTHON_CHECKED:
+            return
+        deps = load_deps_folder(task.deps_dir)
+        if deps is not None:
+            found = self.sandbox.exec(SANDBOX_PYTHON, timeout_s=60)
+            try:
+                check_sandbox_python(deps, found.output if found.exit_code == 0 else "")
+            except ConfigError:
+                self._release()
+                raise
+        _PYTHON_CHECKED.add(key)
 
     def _read_tree(self, paths: set[str]) -> dict[str, str]:
         """Files as the sandbox holds them (for repositories that live in an image, not on the host)."""
