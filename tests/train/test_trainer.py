@@ -125,11 +125,14 @@ def test_every_estimator_and_option_runs_an_iteration(tmp_path: Path, extra, tra
     assert (m["gpu/peak_memory_gib"] > 0) if train_device == "cuda" else "gpu/peak_memory_gib" not in m
     assert m["verified_samples"] == (5 if "train.verify_samples=5" in extra else m["samples"])
     if any(e.startswith("model.critic=") for e in extra):
-        # the value head starts at 0, so its loss is 0 when nothing was rewarded (every target 0): the CPU's
-        # batches here are rewarded, CUDA's sampler drew unrewarded ones (test_cuda.py compares the devices)
+        # the value head starts at 0, so its loss is 0 when every target is 0: nothing rewarded and, with
+        # overlong=penalty, no response cut (a cut turn's reward carries the penalty, so a batch with return 0
+        # still has targets). The CPU's batches here are rewarded, CUDA's sampler drew unrewarded ones
+        # (test_cuda.py compares the devices)
         rewarded = m["return"] != 0
+        penalised = "algorithm.shaping.overlong=penalty" in extra and m["overlong_rate"] > 0
         assert rewarded or train_device == "cuda"
-        assert (m["value_loss"] > 0 and m["critic_grad_norm"] > 0) == rewarded
+        assert (m["value_loss"] > 0 and m["critic_grad_norm"] > 0) == (rewarded or penalised)
     if "algorithm.loss.tis_cap=2" in extra:  # the sampler is the trained model itself: weights 1
         assert m["tis/weight_mean"] == pytest.approx(1.0, abs=1e-3)
         # max_new_tokens=1: every one-word response is cut at the limit, so every action token is masked
