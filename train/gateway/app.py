@@ -1,0 +1,206 @@
+"""The gateway over HTTP: a Starlette app (OpenAI's /v1 routes plus sessions) and a uvicorn server thread.
+
+    POST /v1/chat/completions           the harness's calls (stream optional); session = API key or X-Session-Id
+    GET  /v1/models                     the one model served
+    POST /v1/sessions                   open one: {"task"?, "group"?, "sample"?} -> {"id", "api_key"}
+    GET  /v1/sessions/{id}              its calls, segments, rewards, status
+    POST /v1/sessions/{id}/reward       {"reward", "call"? (0-based; -1 the last), "success"?}
+    POST /v1/sessions/{id}/close        {"reward"?, "success"?, "error"?}; calls after it get 409
+    GET  /health
+
+Errors are OpenAI's shape ({"error": {"message", "type", "param", "code"}}), so the official client raises
+its own exception classes (401 AuthenticationError for an unknown session, 409 ConflictError after close,
+400 BadRequestError for a bad request or tool schema, 413 for an oversized body, 429 RateLimitError, which
+it retries). Why Starlette here and not the standard library's server (as the env server uses): a gateway
+holds many callers waiting on one engine at once, which an event loop does with no thread per caller, and it
+must notice a caller hanging up while its call waits.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from typing import Any
+
+from agentgym.errors import ConfigError, require
+from agentgym.train.gateway.protocol import GatewayError, completion_body, stream_chunks
+from agentgym.train.gateway.service import ClientGone, Gateway
+
+
+def _error(exc: GatewayError) -> Any:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(exc.body(), status_code=exc.status)
+
+
+async def _body(request: Any, limit: int) -> Any:
+    """The JSON body, refusing one over `limit` bytes before reading it where Content-Length says so."""
+    declared = request.headers.get("content-length")
+    too_large = GatewayError(413, f"the request body is larger than {limit} bytes (--max-body-mb)",
+                             code="request_too_large")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw:
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise GatewayError(400, f"the body is not JSON: {exc}", code="invalid_json") from exc
+
+
+def session_id_of(request: Any) -> str | None:
+    """The X-Session-Id header, else the bearer API key."""
+    sid = request.headers.get("x-session-id")
+    if sid:
+        return sid.strip()
+    auth = request.headers.get("authorization", "")
+    return auth[7:].strip() if auth.lower().startswith("bearer ") else None
+
+
+def _optional(body: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    value = body.get(key)
+    if value is not None and (isinstance(value, bool) and kind is not bool or not isinstance(value, kind)):
+        raise GatewayError(400, f"{key} must be {getattr(kind, '__name__', 'a number')}, got {value!r}", param=key)
+    return value
+
+
+def create_app(gateway: Gateway) -> Any:
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.routing import Route
+
+    limit = gateway.config.max_body_bytes
+
+    async def chat_completions(request: Any) -> Any:
+        body = await _body(request, limit)
+
+        async def disconnected() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+
+        try:
+            answer, parsed = await gateway.complete(session_id_of(request), body, disconnected)
+        except ClientGone:  # nobody reads this; the connection is gone
+            return JSONResponse({"error": {"message": "client closed the request", "type": "client_closed",
+                                           "param": None, "code": None}}, status_code=499)
+        if not parsed.stream:
+            return JSONResponse(completion_body(answer))
+        events = [f"data: {json.dumps(c)}\n\n" for c in stream_chunks(answer, parsed.include_usage)]
+        return StreamingResponse(iter([*events, "data: [DONE]\n\n"]), media_type="text/event-stream")
+
+    async def models(request: Any) -> Any:
+        return JSONResponse({"object": "list", "data": [{"id": gateway.config.model, "object": "model",
+                                                          "created": 0, "owned_by": "agentgym"}]})
+
+    async def open_session(request: Any) -> Any:
+        body = await _body(request, limit)
+        if not isinstance(body, dict):
+            raise GatewayError(400, "the body must be a JSON object")
+        session = gateway.open_session(body.get("task"), int(_optional(body, "group", int) or 0),
+                                       int(_optional(body, "sample", int) or 0))
+        return JSONResponse({"id": session.id, "api_key": session.id, "object": "session"})
+
+    async def show(request: Any) -> Any:
+        return JSONResponse(gateway.session(request.path_params["sid"]).summary())
+
+    async def reward(request: Any) -> Any:
+        body = await _body(request, limit)
+        if not isinstance(body, dict) or _optional(body, "reward", (int, float)) is None:
+            raise GatewayError(400, "the body must be {\"reward\": number, \"call\"?: int, \"success\"?: bool}",
+                               param="reward")
+        session = gateway.reward(request.path_params["sid"], float(body["reward"]), _optional(body, "call", int),
+                                 _optional(body, "success", bool))
+        return JSONResponse(session.summary())
+
+    async def close(request: Any) -> Any:
+        body = await _body(request, limit)
+        if not isinstance(body, dict):
+            raise GatewayError(400, "the body must be a JSON object")
+        value = _optional(body, "reward", (int, float))
+        session = gateway.close_session(request.path_params["sid"], None if value is None else float(value),
+                                        _optional(body, "success", bool), _optional(body, "error", str))
+        return JSONResponse(session.summary())
+
+    async def health(request: Any) -> Any:
+        return JSONResponse({"status": "ok", "sessions": gateway.store.counts(), "served": gateway.served,
+                             "batches": gateway.engine.batches, "rows": gateway.engine.rows})
+
+    async def gateway_error(request: Any, exc: Exception) -> Any:
+        return _error(exc)  # type: ignore[arg-type]
+
+    async def http_error(request: Any, exc: Any) -> Any:
+        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        return JSONResponse({"error": {"message": f"{request.method} {request.url.path}: {exc.detail}", "type": kind,
+                                       "param": None, "code": None}}, status_code=exc.status_code)
+
+    async def server_error(request: Any, exc: Exception) -> Any:  # a bug answers 500, it never kills the gateway
+        return JSONResponse({"error": {"message": f"{type(exc).__name__}: {exc}", "type": "server_error",
+                                       "param": None, "code": None}}, status_code=500)
+
+    routes = [Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+              Route("/v1/models", models, methods=["GET"]),
+              Route("/v1/sessions", open_session, methods=["POST"]),
+              Route("/v1/sessions/{sid}", show, methods=["GET"]),
+              Route("/v1/sessions/{sid}/reward", reward, methods=["POST"]),
+              Route("/v1/sessions/{sid}/close", close, methods=["POST"]),
+              Route("/health", health, methods=["GET"])]
+    return Starlette(routes=routes, exception_handlers={GatewayError: gateway_error, HTTPException: http_error,
+                                                        Exception: server_error})
+
+
+class GatewayServer:
+    """uvicorn serving `create_app(gateway)` on loopback in a daemon thread; `url` is the OpenAI base URL."""
+
+    def __init__(self, gateway: Gateway, host: str = "127.0.0.1", port: int = 0):
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"port must be between 0 and 65535, got {port}")
+        uvicorn = require("uvicorn", "search")
+        self.gateway = gateway
+        config = uvicorn.Config(create_app(gateway), host=host, port=port, log_level="warning", access_log=False,
+                                lifespan="off", timeout_keep_alive=30)
+        self.server = uvicorn.Server(config)
+        self.server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # not the main thread
+        self.host = host
+        self.port = port
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    def start(self, timeout: float = 30.0) -> "GatewayServer":
+        self._thread = threading.Thread(target=lambda: asyncio.run(self.server.serve()), name="gateway-http",
+                                        daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise ConfigError(f"the gateway could not listen on {self.host}:{self.port} (in use? try --port 0)")
+            time.sleep(0.01)
+        self.port = self.server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve in this thread until interrupted (the CLI)."""
+        asyncio.run(self.server.serve())
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> "GatewayServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
