@@ -1,4 +1,4 @@
-"""`agentgym` command line: list | info | check | play | eval | plot | train | sft | serve | doctor.
+"""`agentgym` command line: list | info | check | play | eval | plot | train | sft | serve | swe | new | doctor.
 
 Each subcommand lives in its own module with `add_parser(subparsers)`; those modules are light at
 import time (heavy imports happen when a command runs), so `agentgym --help` is instant.
@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
+from agentgym import __version__
 from agentgym.errors import AgentGymError
 
 SUBCOMMAND_MODULES = (
@@ -20,12 +22,14 @@ SUBCOMMAND_MODULES = (
     "agentgym.envs.web.cli",      # serve shop
     "agentgym.envs.remote.cli",   # serve env
     "agentgym.envs.swe.cli",      # swe make-tasks, swe prepare
+    "agentgym.scaffold",          # new env
     "agentgym.doctor",            # doctor
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym", description="Train and evaluate LLM agents with multi-turn RL.")
+    parser.add_argument("--version", action="version", version=f"agentgym {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in SUBCOMMAND_MODULES:
         try:
@@ -52,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"agentgym {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `agentgym list | head`: the reader left; say nothing more to it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":
