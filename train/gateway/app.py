@@ -163,7 +163,8 @@ class GatewayServer:
     def __init__(self, gateway: Gateway, host: str = "127.0.0.1", port: int = 0):
         if not 0 <= port <= 65535:
             raise ConfigError(f"port must be between 0 and 65535, got {port}")
-        uvicorn = require("uvicorn", "search")
+        require("starlette", "web")
+        uvicorn = require("uvicorn", "web")
         self.gateway = gateway
         config = uvicorn.Config(create_app(gateway), host=host, port=port, log_level="warning", access_log=False,
                                 lifespan="off", timeout_keep_alive=30)
@@ -190,9 +191,10 @@ class GatewayServer:
         self.port = self.server.servers[0].sockets[0].getsockname()[1]
         return self
 
-    def serve_forever(self) -> None:
-        """Serve in this thread until interrupted (the CLI)."""
-        asyncio.run(self.server.serve())
+    def wait(self) -> None:
+        """Block until the server stops (the CLI; Ctrl-C raises KeyboardInterrupt here)."""
+        while self._thread is not None and self._thread.is_alive():
+            self._thread.join(0.5)
 
     def stop(self) -> None:
         self.server.should_exit = True

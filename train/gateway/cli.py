@@ -81,13 +81,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{exc} (the --max-* options)") from exc
     policy, chat = load(args.policy, args.work_dir)
     gateway = Gateway(policy, chat, config, record=args.record)
-    server = GatewayServer(gateway, args.host, args.port)
+    server = GatewayServer(gateway, args.host, args.port).start()
     print(f"serving {args.policy} at {server.url} (OpenAI base URL; open a session with POST {server.url}/sessions)",
           flush=True)
     try:
-        server.serve_forever()
+        server.wait()
     except KeyboardInterrupt:
         pass
     finally:
+        server.stop()
         gateway.close()
     return 0

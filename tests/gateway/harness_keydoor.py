@@ -1,0 +1,94 @@
+"""An outside agent harness for the gateway's worked example: written only against the official `openai`
+client and the standard library (no agentgym import), as a user's own agent would be.
+
+It plays its own key-door game (a corridor of rooms; take the key where you start, walk to the door, open
+it) in its own loop: the game state goes to the model as a user message, the model's reply is the command,
+the reply is appended to the conversation as the assistant message, and so on for at most `max_turns`
+turns. At the end it reports its reward to the gateway's session (POST /v1/sessions/ID/close) and prints it.
+
+    python tests/gateway/harness_keydoor.py --base-url http://127.0.0.1:8030/v1 --api-key SESSION --task '{"seed": 3}'
+
+The words are those of the tiny test model's vocabulary (train/tiny.py), so a random tiny model already
+says a command now and then.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import urllib.request
+from typing import Any
+
+from openai import OpenAI
+
+SYSTEM = "take the key , then open the door : left , right , take or open ."
+KEY_BONUS, DOOR_REWARD = 0.5, 1.0
+
+
+class Game:
+    """A corridor of `length` rooms; the key lies where the agent starts, the door is in another room."""
+
+    def __init__(self, seed: int, length: int = 2):
+        rng = random.Random(seed)
+        self.length, self.pos = length, rng.randrange(length)
+        self.door = rng.choice([r for r in range(length) if r != self.pos])
+        self.key_here, self.holding, self.done = True, False, False
+
+    def describe(self) -> str:
+        parts = [f"room {self.pos} ."]
+        parts.append("key here ." if self.key_here and not self.holding else ("hold key ." if self.holding else "empty ."))
+        parts.append("door here ." if self.pos == self.door else f"door {'left' if self.door < self.pos else 'right'} .")
+        return " ".join(parts)
+
+    def step(self, reply: str) -> float:
+        words = reply.lower().split()
+        word = words[0] if words else ""
+        if word == "take" and self.key_here and not self.holding:
+            self.holding = True
+            return KEY_BONUS
+        if word == "open" and self.pos == self.door and self.holding:
+            self.done = True
+            return DOOR_REWARD
+        if word in ("left", "right"):
+            self.pos = min(self.length - 1, max(0, self.pos + (1 if word == "right" else -1)))
+        return 0.0
+
+
+def play(base_url: str, api_key: str, task: dict[str, Any], max_turns: int = 6, temperature: float = 1.0,
+         report: bool = True) -> dict[str, Any]:
+    """One episode through the endpoint; returns the reward, success and what each call returned (its text
+    and, where the server gives them, its token ids)."""
+    client = OpenAI(base_url=base_url, api_key=api_key, max_retries=2, timeout=120)
+    game = Game(int(task.get("seed", 0)), int(task.get("length", 2)))
+    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": game.describe()}]
+    reward, returned = 0.0, []
+    for _ in range(max_turns):
+        answer = client.chat.completions.create(model="agentgym", messages=messages, max_tokens=int(task.get("max_tokens", 1)),
+                                                temperature=temperature)
+        choice = answer.choices[0]
+        reply = choice.message.content or ""
+        returned.append({"text": reply, "token_ids": (choice.model_extra or {}).get("token_ids")})
+        reward += game.step(reply)
+        messages.append({"role": "assistant", "content": reply})
+        if game.done:
+            break
+        messages.append({"role": "user", "content": game.describe()})
+    if report:  # the gateway's session endpoint (not part of the OpenAI API): plain HTTP
+        body = json.dumps({"reward": reward, "success": game.done}).encode()
+        urllib.request.urlopen(urllib.request.Request(f"{base_url}/sessions/{api_key}/close", data=body,
+                                                      headers={"Content-Type": "application/json"}), timeout=30).read()
+    return {"reward": reward, "success": game.done, "calls": returned}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--api-key", required=True)
+    parser.add_argument("--task", default="{}", help="JSON: seed, length, max_tokens")
+    args = parser.parse_args()
+    out = play(args.base_url, args.api_key, json.loads(args.task))
+    print(json.dumps({"reward": out["reward"], "success": out["success"]}))
+
+
+if __name__ == "__main__":
+    main()
