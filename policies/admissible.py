@@ -134,6 +134,7 @@ class AdmissiblePolicy(BasePolicy):
         mask (policies/candidate_block.py), so the prompt's KV is never repeated per candidate."""
         torch = require("torch", "hf")
         from agentgym.policies.candidate_block import candidate_block, decoder_and_head, split_scores, target_logprobs
+        from agentgym.policies.kv_cache import cache_kwarg
 
         free = self.free
         start = time.perf_counter()
@@ -154,8 +155,8 @@ class AdmissiblePolicy(BasePolicy):
                 hidden = decoder(
                     input_ids=torch.tensor([block.ids], device=self.device),
                     position_ids=torch.tensor([block.positions], device=self.device),
-                    attention_mask=block.mask(self._dtype(), self.device), past_key_values=cache,
-                    use_cache=True).last_hidden_state
+                    attention_mask=block.mask(self._dtype(), self.device), use_cache=True,
+                    **cache_kwarg(decoder, cache)).last_hidden_state
             read = hidden[0, torch.tensor(block.read, device=self.device)]
             logprobs = torch.log_softmax(head(read).float(), -1)
             flat = target_logprobs(logprobs, block).tolist()

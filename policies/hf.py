@@ -246,6 +246,8 @@ class HFPolicy(BasePolicy):
         where S is the most any row has left to run (rows with less re-run a few covered tokens).
         """
         torch = require("torch", "hf")
+        from agentgym.policies.kv_cache import cache_kwarg, output_cache
+
         reuse = [self._stored_prefix(row) for row in rows]
         run = max(len(row.prompt) - n for row, (n, _) in zip(rows, reuse))
         used = [max(0, len(row.prompt) - run) for row in rows]
@@ -266,9 +268,9 @@ class HFPolicy(BasePolicy):
             self.prefix_store.miss_tokens += sum(len(r.prompt) for r in rows) - sum(used)
         ids, mask = ids.to(self.device), mask.to(self.device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, past:]
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                         use_cache=True, **self._last_logits_only)
-        return out.logits[:, -1, :].float(), mask, out.past_key_values
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                         **cache_kwarg(self.model, cache), **self._last_logits_only)
+        return out.logits[:, -1, :].float(), mask, output_cache(out)
 
     def _stored_prefix(self, row: _Row) -> tuple[int, Any]:
         """(prompt tokens whose KV the store holds, the entry); at least one token is always left to run."""
@@ -331,6 +333,8 @@ class HFPolicy(BasePolicy):
 
     def _decode_loop(self, rows: list[_Row]) -> None:
         torch = require("torch", "hf")
+        from agentgym.policies.kv_cache import cache_kwarg, output_cache
+
         logits, mask, cache = self._prefill(rows)
         active = list(range(len(rows)))  # batch position -> index into rows
         while True:
@@ -351,8 +355,8 @@ class HFPolicy(BasePolicy):
             positions = mask.sum(-1, keepdim=True) - 1
             step_ids = torch.tensor(tokens, device=self.device).unsqueeze(1)
             out = self.model(input_ids=step_ids, attention_mask=mask, position_ids=positions,
-                             past_key_values=cache, use_cache=True)
-            logits, cache = out.logits[:, -1, :].float(), out.past_key_values
+                             use_cache=True, **cache_kwarg(self.model, cache))
+            logits, cache = out.logits[:, -1, :].float(), output_cache(out)
 
     def _sample(self, rows: list[_Row], logits: Any) -> list[int]:
         """Pick each row's next token (one batched log-softmax), record it and its logprob, mark ends."""

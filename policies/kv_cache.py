@@ -14,6 +14,8 @@ weights change.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import typing
 
 from collections import OrderedDict
@@ -89,6 +91,24 @@ def growing_cache(num_layers: int, capacity: int) -> DynamicCache:
     cache.layers = [GrowingLayer(capacity) for _ in range(num_layers)]
     cache.layer_class_to_replicate = None
     return cache
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_arg_of(forward: Any) -> str:
+    return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
+
+
+def cache_kwarg(model: Any, cache: Any) -> dict[str, Any]:
+    """`{name: cache}` for a model call. transformers renamed `past_key_values` to `cache` (after 5.19; from then on
+    the old name warns on every call, into the user's console): pass the name the installed model takes."""
+    while callable(getattr(model, "get_base_model", None)):  # a PEFT wrapper forwards **kwargs to the real model
+        model = model.get_base_model()
+    return {_cache_arg_of(type(model).forward): cache}
+
+
+def output_cache(out: Any) -> Any:
+    """The KV cache a model call returned, under the field name the installed transformers uses."""
+    return out.cache if "cache" in getattr(out, "__dataclass_fields__", ()) else out.past_key_values
 
 
 def growing_layers(cache: DynamicCache) -> list[GrowingLayer]:
