@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.core import TextEnv, make_info
+from agentgym.envs.textworld.expert import TextWorldExpert
 from agentgym.envs.textworld.games import GameSpec, game_path
 from agentgym.errors import ConfigError, require
 from agentgym.tools import extract_tag
@@ -64,6 +65,7 @@ class TextWorldEnv(TextEnv):
         self._state = None
         self._done = False
         self._history: list[str] = []
+        self._expert = TextWorldExpert()  # fed what the agent is shown (expert_action)
 
     @property
     def instructions(self) -> str:
@@ -111,6 +113,7 @@ class TextWorldEnv(TextEnv):
         with _quiet_jericho():
             self._state = state = self._tw.reset()
         self._done, self._history, self._score = False, [], int(state.score or 0)
+        self._expert = TextWorldExpert()
         self.task_id = f"textworld/{Path(path).stem}" + ("" if self.game or "game" in options else f"/{game_seed}")
         obs = f"{state.objective}\n\n{clean_feedback(state.description)}".strip()
         return self._finish(obs, make_info(valid_action=True, task_id=self.task_id))
@@ -130,7 +133,8 @@ class TextWorldEnv(TextEnv):
         command = _command_text(action)
         admissible = self._state.admissible_commands or []
         if command not in admissible:  # "take the key from the box" -> "take key from box"
-            command = next((a for a in admissible if _ARTICLES.sub("", a) == _ARTICLES.sub("", command)), command)
+            command = next((a for a in admissible if _ARTICLES.sub("", a.lower()) == _ARTICLES.sub("", command)),
+                           command)  # the command is lowercased; the game's names may not be ("Advent Calendar")
         if command not in admissible:
             return self._finish_step(self._invalid(command, admissible), {}, valid=False)
         with _quiet_jericho():
@@ -161,6 +165,7 @@ class TextWorldEnv(TextEnv):
 
     def _finish(self, obs: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         acts = [] if self._done else list(self._state.admissible_commands or [])
+        self._expert.observe(obs)
         if self.list_actions and acts:
             obs += "\nAdmissible actions: " + ", ".join(acts)
         info["admissible_actions"] = acts
@@ -182,6 +187,13 @@ class TextWorldEnv(TextEnv):
     def oracle_action(self) -> str | None:
         plan = self.oracle_plan()
         return plan[0] if plan else None
+
+    def expert_action(self) -> str | None:
+        """The fair player's command (expert.py): from the objective, the game text and the admissible
+        commands only, never the walkthrough or the game's facts. None: nothing left to try."""
+        if self._state is None or self._done:
+            return None
+        return self._expert.act(list(self._state.admissible_commands or []))
 
     def render(self) -> str | None:
         if self._state is None:
