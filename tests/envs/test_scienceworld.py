@@ -261,10 +261,31 @@ def test_gold_path_remainder_skips_choices_the_replay_did_not_ask_for():
     assert _remaining(["look around"], gold, False) == []
 
 
-def test_no_oracle_where_the_gold_path_does_not_replay(env):
+def test_a_gold_step_the_world_rejected_is_skipped_not_repeated():
+    from agentgym.envs.scienceworld.env import _next_gold_step
+
+    gold = ["go to greenhouse", "move pea seed on pea plant to seed jar", "0", "look at seed jar"]
+    assert _next_gold_step(["go to greenhouse"], gold, False) == 1
+    assert _next_gold_step(["go to greenhouse"], gold, False, frozenset({1})) == 3  # its "0" goes with it
+    assert _next_gold_step(["go to greenhouse", "look at seed jar"], gold, False, frozenset({1})) == 4
+    assert _next_gold_step(["go to greenhouse", "look at seed jar"], gold, False) is None  # left the path
+
+
+@pytest.mark.slow  # generating a genetics task's gold path takes ~15 s
+def test_the_genetics_oracle_plays_on_past_a_seed_that_did_not_grow(env):
     use_task(env, "mendelian-genetics-known-plant")
     env.reset(seed=0)
-    assert env.oracle_action() is None
+    first = env.oracle_action()
+    assert first is not None and first.startswith(("open door", "go to"))
+    for _ in range(5):  # to the greenhouse, then: pick up seed jar
+        assert env.step(env.oracle_action())[4]["valid_action"]
+    gold = env._gold_commands()
+    at = gold.index(env.oracle_action())
+    rejected = "move pea seed on pea plant in flower pot 9 to seed jar"  # a seed this world did not grow
+    env._gold = [*gold[:at], rejected, *gold[at:]]
+    assert env.oracle_action() == rejected
+    _, _, _, _, info = env.step(rejected)
+    assert not info["valid_action"] and env.oracle_action() == gold[at]  # skipped, not repeated
 
 
 def _first_steps(env: ScienceWorldEnv, task: str, seed: int = 123) -> list:
