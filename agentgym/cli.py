@@ -21,6 +21,7 @@ SUBCOMMAND_MODULES = (
     "agentgym.tools.retrieval.cli",  # serve retrieval
     "agentgym.envs.web.cli",      # serve shop
     "agentgym.envs.remote.cli",   # serve env
+    "agentgym.train.gateway.cli",  # serve gateway
     "agentgym.envs.swe.cli",      # swe make-tasks, swe prepare
     "agentgym.scaffold",          # new env
     "agentgym.doctor",            # doctor
