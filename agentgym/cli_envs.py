@@ -34,11 +34,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                                           "(default 0)")
     p.set_defaults(func=cmd_info)
 
-    p = subparsers.add_parser("check", help="check envs against the text-env contract")
+    p = subparsers.add_parser("check", help="check envs against the text-env contract; with --oracle, that each "
+                                            "env's oracle solves its tasks within the eval's defaults")
     p.add_argument("envs", nargs="*", metavar="ENV", help="env ids to check")
     p.add_argument("--all", action="store_true", help="check every registered env")
-    p.add_argument("--seeds", default="0,1", help="comma-separated reset seeds (default: 0,1)")
+    p.add_argument("--family", nargs="+", metavar="NAME", help="check every id of these families (ScienceWorld, "
+                                                             "Household, Toy, ...: the name after agentgym/)")
+    p.add_argument("--seeds", default=None, help="comma-separated reset seeds (default: 0,1; with --oracle, "
+                                                  "--episodes seeds drawn fresh)")
     p.add_argument("--max-steps", type=int, default=12, help="steps per checked episode (default: 12)")
+    p.add_argument("--oracle", action="store_true", help="play each env's oracle at the eval's defaults (turn limit, "
+                                                         "context) on fresh seeds; fail on max_turns, context_full "
+                                                         "or a state the oracle has no action for")
+    p.add_argument("--episodes", type=int, default=2, help="with --oracle: fresh seeds per env (default: 2)")
+    p.add_argument("--split", help="with --oracle: the reset split (default: the eval's, test)")
     p.add_argument("-v", "--verbose", action="store_true", help="list the checks passed and Gymnasium's warnings")
     p.set_defaults(func=cmd_check)
 
@@ -161,18 +170,38 @@ def _parse_seeds(text: str) -> tuple[int, ...]:
     return seeds
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    from agentgym.checker import check_all
+def _checked_ids(args: argparse.Namespace) -> list[str]:
     from agentgym.registration import list_envs, spec
 
-    if not args.envs and not args.all:
-        raise ConfigError("name the envs to check (agentgym check agentgym/Toy-KeyDoor-v0) or pass --all")
-    if args.max_steps < 1:
-        raise ConfigError(f"--max-steps must be >= 1, got {args.max_steps}")
-    seeds = _parse_seeds(args.seeds)
+    if not args.envs and not args.all and not args.family:
+        raise ConfigError("name the envs to check (agentgym check agentgym/Toy-KeyDoor-v0), a --family or pass --all")
     for env_id in args.envs:
         spec(env_id)  # a misspelt id fails here with "did you mean", before any checking
-    ids = list_envs() if args.all else args.envs
+    if args.all:
+        return list_envs()
+    ids = list(args.envs)
+    for name in args.family or ():
+        members = [e for e in list_envs() if e.split("/", 1)[-1].split("-", 1)[0].lower() == name.lower()]
+        if not members:
+            families = sorted({e.split("/", 1)[-1].split("-", 1)[0] for e in list_envs()})
+            raise ConfigError(f"no env family {name!r}; families: {', '.join(families)}")
+        ids += [e for e in members if e not in ids]
+    return ids
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from agentgym.checker import check_all
+
+    if args.max_steps < 1:
+        raise ConfigError(f"--max-steps must be >= 1, got {args.max_steps}")
+    if args.episodes < 1:
+        raise ConfigError(f"--episodes must be >= 1, got {args.episodes}")
+    if not args.oracle and (args.split or args.episodes != 2):
+        raise ConfigError("--episodes and --split choose the episodes of --oracle; add --oracle")
+    ids = _checked_ids(args)
+    if args.oracle:
+        return check_oracles(ids, _parse_seeds(args.seeds) if args.seeds else None, args.episodes, args.split)
+    seeds = _parse_seeds(args.seeds or "0,1")
     counts = {"ok": 0, "failed": 0, "skipped": 0}
     for env_id in ids:
         outcome = check_all([env_id], seeds=seeds, max_steps=args.max_steps)[0]
@@ -187,6 +216,61 @@ def cmd_check(args: argparse.Namespace) -> int:
                 print(f"        gymnasium warning: {warning.strip()}")
     print(f"\n{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped")
     return 1 if counts["failed"] else 0
+
+
+def check_oracles(ids: list[str], seeds: tuple[int, ...] | None, episodes: int, split: str | None,
+                  out: TextIO | None = None) -> int:
+    """`agentgym check --oracle`: each id's oracle at the eval's defaults on `seeds` (None: fresh ones, drawn for
+    each id); one line per id, the seed of every failed episode with the command that plays it again, and a
+    line per family (solved / episodes). Exit 1 on a harness failure (max_turns, context_full, no oracle
+    action) or an unsolved episode of a task not declared random (agentgym.horizon.declare_random_outcome)."""
+    from agentgym.checker import as_missing_dependency
+    from agentgym.errors import MissingDependencyError
+    from agentgym.horizon import random_outcome
+    from agentgym.oracle_check import check_oracle, fresh_seeds, has_oracle
+
+    out = out or sys.stdout
+    families: dict[str, list[int]] = {}  # family -> [episodes, solved, failed ids]
+    failed = 0
+    for env_id in ids:
+        if not has_oracle(env_id):
+            print(f"skipped {env_id}  (no oracle)", file=out, flush=True)
+            continue
+        played = list(seeds) if seeds else fresh_seeds(episodes)
+        try:
+            results = check_oracle(env_id, played, split=split)
+        except (ImportError, MissingDependencyError) as exc:
+            missing = exc if isinstance(exc, MissingDependencyError) else as_missing_dependency(exc)
+            if missing is None:
+                raise
+            print(f"skipped {env_id}  ({str(missing)[:200]})", file=out, flush=True)
+            continue
+        random = random_outcome(env_id)
+        bad = [r for r in results if r.problem or (not r.success and not random)]
+        solved = sum(r.success for r in results)
+        turns = sorted(r.turns for r in results if r.success)
+        span = f" in {turns[0]}-{turns[-1]} turns" if turns else ""
+        label = "FAILED " if bad else "ok     " if solved == len(results) else "misses "
+        print(f"{label} {env_id}  {solved}/{len(results)} solved{span} (limit {results[0].limit}); seeds "
+              f"{','.join(map(str, played))}", file=out, flush=True)
+        for r in results:
+            if r in bad or not r.success:
+                again = f"agentgym check --oracle {env_id} --seeds {r.seed}" + (f" --split {split}" if split else "")
+                print(f"        {r.describe()}  (again: {again})", file=out)
+        if random and solved < len(results):
+            print(f"        random outcome: {random}", file=out)
+        family = env_id.split("/", 1)[-1].split("-", 1)[0]
+        tally = families.setdefault(family, [0, 0, 0])
+        tally[0] += len(results)
+        tally[1] += solved
+        tally[2] += bool(bad)
+        failed += bool(bad)
+    print("", file=out)
+    for family, (n, solved, bad_ids) in families.items():
+        print(f"{family:<14} {solved}/{n} oracle episodes solved ({100 * solved / n:.0f}%), {bad_ids} ids failed",
+              file=out)
+    print(f"{failed} ids failed", file=out)
+    return 1 if failed else 0
 
 
 # ----------------------------------------------------------------------------------------------- play

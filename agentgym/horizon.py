@@ -115,6 +115,7 @@ GOLD_PATHS_FILE = Path(__file__).with_name("gold_paths.json")
 MARGIN = 0.5     # room for an agent's detours: half the longest gold path again ...
 MIN_SLACK = 2    # ... and at least two turns (a one-turn task gets three)
 _SOURCES: dict[str, str] = {}  # env id -> where its turn limit came from (filled by turn_limit)
+_RANDOM_OUTCOME: dict[str, str] = {}  # env id -> why even its oracle can fail (declare_random_outcome)
 
 
 @dataclass(frozen=True)
@@ -180,3 +181,20 @@ def limit_source(env_id: str) -> str:
 
     discover()
     return _SOURCES.get(env_id, "")
+
+
+def declare_random_outcome(env_id: str, why: str) -> None:
+    """Mark `env_id` as a task whose outcome the env's randomness decides, so even its oracle fails some
+    episodes (`why`: how, and the success the oracle reaches); `agentgym check --oracle` then counts its
+    unsolved episodes as misses, not failures. Every other id's oracle must solve every episode."""
+    if not why:
+        raise RegistrationError(f"declare_random_outcome({env_id!r}): say why the outcome is random")
+    _RANDOM_OUTCOME[env_id] = why
+
+
+def random_outcome(env_id: str) -> str:
+    """Why `env_id`'s oracle can fail (its declared random outcome), or "" for a task it always solves."""
+    from agentgym.registration import discover
+
+    discover()
+    return _RANDOM_OUTCOME.get(env_id, "")
