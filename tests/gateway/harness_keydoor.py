@@ -4,7 +4,9 @@ client and the standard library (no agentgym import), as a user's own agent woul
 It plays its own key-door game (a corridor of rooms; take the key where you start, walk to the door, open
 it) in its own loop: the game state goes to the model as a user message, the model's reply is the command,
 the reply is appended to the conversation as the assistant message, and so on for at most `max_turns`
-turns. At the end it reports its reward to the gateway's session (POST /v1/sessions/ID/close) and prints it.
+turns. It reports each reward on the call that earned it (POST /v1/sessions/ID/reward with call -1: taking
+the key 0.5, opening the door 1.0), closes its session (POST /v1/sessions/ID/close, saying whether the door
+opened) and, run as a program, prints its total.
 
     python tests/gateway/harness_keydoor.py --base-url http://127.0.0.1:8030/v1 --api-key SESSION --task '{"seed": 3}'
 
@@ -62,29 +64,36 @@ def play(base_url: str, api_key: str, task: dict[str, Any], max_turns: int = 6, 
     game = Game(int(task.get("seed", 0)), int(task.get("length", 2)))
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": game.describe()}]
     reward, returned = 0.0, []
-    for _ in range(max_turns):
+    for _ in range(int(task.get("max_turns", max_turns))):
         answer = client.chat.completions.create(model="agentgym", messages=messages, max_tokens=int(task.get("max_tokens", 1)),
                                                 temperature=temperature)
         choice = answer.choices[0]
         reply = choice.message.content or ""
         returned.append({"text": reply, "token_ids": (choice.model_extra or {}).get("token_ids")})
-        reward += game.step(reply)
+        gained = game.step(reply)
+        if gained and report:  # the reward of the call that earned it (-1: the session's last call)
+            _post(f"{base_url}/sessions/{api_key}/reward", {"reward": gained, "call": -1})
+        reward += gained
         messages.append({"role": "assistant", "content": reply})
         if game.done:
             break
         messages.append({"role": "user", "content": game.describe()})
-    if report:  # the gateway's session endpoint (not part of the OpenAI API): plain HTTP
-        body = json.dumps({"reward": reward, "success": game.done}).encode()
-        urllib.request.urlopen(urllib.request.Request(f"{base_url}/sessions/{api_key}/close", data=body,
-                                                      headers={"Content-Type": "application/json"}), timeout=30).read()
+    if report:  # the calls hold the rewards; the session adds none and says whether the door opened
+        _post(f"{base_url}/sessions/{api_key}/close", {"reward": 0.0, "success": game.done})
     return {"reward": reward, "success": game.done, "calls": returned}
+
+
+def _post(url: str, body: dict[str, Any]) -> None:
+    """The gateway's session endpoints are not part of the OpenAI API: plain HTTP."""
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=30).read()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--api-key", required=True)
-    parser.add_argument("--task", default="{}", help="JSON: seed, length, max_tokens")
+    parser.add_argument("--task", default="{}", help="JSON: seed, length, max_tokens, max_turns")
     args = parser.parse_args()
     out = play(args.base_url, args.api_key, json.loads(args.task))
     print(json.dumps({"reward": out["reward"], "success": out["success"]}))

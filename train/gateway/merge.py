@@ -17,7 +17,9 @@ text never is.
 In the `Trajectory`, the turns are the calls grouped by segment (segment order: its first call's), and each
 segment after the first starts at a turn carrying `info["fold_message"]`: the trainer's `fold` layout
 (`agentgym.layouts.fold_segments`) then builds one sample per segment, and the `trajectory` layout accepts
-sessions of one segment. The session's reward is on the last turn, each call's own reward on its turn.
+sessions of one segment. The session's reward is on the last turn, each call's own reward on its turn. A
+turn's observation and anchor are the call's newest user or tool message (what it answered): calls of a
+group that answered the same message acted from the same state, which is what GiGPO's step groups compare.
 """
 from __future__ import annotations
 
@@ -66,8 +68,8 @@ def session_trajectory(session: Session, group_id: int, sample_index: int, env_i
         info: dict[str, object] = {"call": c.index, "spliced": c.spliced, "retokenized": c.retokenized}
         if pos in starts:
             info["fold_message"] = ""  # a new segment: the prompt does not extend the earlier calls
-        turns.append(Turn(index=k, observation="", action=c.text, prompt_ids=c.prompt_ids,
-                          response_ids=c.completion_ids, logprobs=c.logprobs,
+        turns.append(Turn(index=k, observation=c.observation, action=c.text, prompt_ids=c.prompt_ids,
+                          response_ids=c.completion_ids, logprobs=c.logprobs, anchor=c.observation or None,
                           reward=session.call_rewards.get(c.index, 0.0) + ((reward or 0.0) if last else 0.0),
                           terminated=last and error is None, finish_reason=c.finish_reason, tool_calls=c.tool_calls,
                           generate_s=c.generate_s, info=info, policy_version=c.policy_version))

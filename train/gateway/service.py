@@ -173,8 +173,10 @@ class Gateway:
         tool_calls = tool_call_objects(calls, f"call_{secrets.token_hex(6)}")
         finish = "tool_calls" if tool_calls else generation.finish_reason
         content = None if tool_calls else generation.text
+        last = request.messages[-1]
         call = Call(0, tuple(prompt), tuple(generation.token_ids), tuple(generation.logprobs), generation.text, finish,
-                    len(tool_calls), spliced, retokenized, generation.policy_version or self.version, took)
+                    len(tool_calls), spliced, retokenized, generation.policy_version or self.version, took,
+                    (last["content"] or "") if last["role"] in ("user", "tool") else "")
         call = self.store.record(session, call, content or "", [c["id"] for c in tool_calls])
         self.served += 1
         logprobs = logprob_content(call.completion_ids, call.logprobs, lambda i: self.chat.decode([i])) \

@@ -35,6 +35,7 @@ class Call:
     retokenized: int = 0            # assistant messages that matched none, so their text was tokenised
     policy_version: int = 0
     generate_s: float = 0.0
+    observation: str = ""           # the request's last message when a user or tool message: what the call answers
 
 
 @dataclass
