@@ -11,14 +11,14 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from agentgym.horizon import ContextDefaults
+from agentgym.horizon import ContextDefaults, turn_limit
 from agentgym.registration import SuiteEntry, register, register_suite
 
 SHOP_TEXT = "agentgym.envs.web.shop_env:WebShopEnv"
 SHOP_BROWSER = "agentgym.envs.web.browser_envs:WebShopBrowserEnv"
 WEB = "agentgym.envs.web.browser_envs:WebEnv"
 MINIWOB = "agentgym.envs.web.miniwob:MiniWoBEnv"
-SHOP_TURNS = 15          # WebShop's usual budget
+SHOP_TURNS = 15          # WebShop's usual budget, above the text shop's gold-path limit (agentgym/gold_paths.json)
 MINIWOB_TURNS = 12
 # pages are ~1,000 tokens a turn (bytes): 15-30 turns outgrow 16k, so the browser envs fold
 SHOP_CONTEXT = ContextDefaults(layout="trajectory", max_context_tokens=16384, max_observation_tokens=4096)
@@ -40,8 +40,10 @@ def miniwob_tasks() -> list[str]:
 
 
 def register_envs() -> None:
-    register("agentgym/WebShop-v0", SHOP_TEXT, max_turns=SHOP_TURNS, context=SHOP_CONTEXT)
-    register("agentgym/WebShop-Browser-v0", SHOP_BROWSER, max_turns=SHOP_TURNS * 2, context=BROWSER_CONTEXT)
+    register("agentgym/WebShop-v0", SHOP_TEXT, max_turns=turn_limit("agentgym/WebShop-v0", SHOP_TURNS, "WebShop's budget"),
+             context=SHOP_CONTEXT)
+    register("agentgym/WebShop-Browser-v0", SHOP_BROWSER, context=BROWSER_CONTEXT, max_turns=turn_limit(
+        "agentgym/WebShop-Browser-v0", SHOP_TURNS * 2, "WebShop's budget, two browser actions a text one"))
     register("agentgym/Web-v0", WEB, max_turns=20, context=BROWSER_CONTEXT)
     register_suite("web", [SuiteEntry("agentgym/WebShop-v0", {"split": "test"}, label="webshop-text"),
                            SuiteEntry("agentgym/WebShop-Browser-v0", {"split": "test"}, label="webshop-browser")],
