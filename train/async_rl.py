@@ -31,10 +31,15 @@ import time
 from collections import deque
 from typing import Any, Callable, Sequence
 
+from agentgym.errors import AgentGymError
 from agentgym.policy import Generation, GenerationRequest
 from agentgym.trajectory import Trajectory, split_groups
 
 Play = Callable[[list[int], Any, int], list[Trajectory]]  # (seeds, policy, version) -> trajectories, group-major
+
+
+class RolloutsStalled(AgentGymError):
+    """The async rollout side makes no usable progress (its weights never advance); the message says why."""
 
 
 class WeightBox:
@@ -97,11 +102,12 @@ class AsyncRollouts:
     """The rollout workers, the staleness gate and the bounded queue of finished groups."""
 
     def __init__(self, policy: VersionedPolicy, play: Play, *, groups: int, chunk: int, workers: int,
-                 max_staleness: int, next_seed: int, iteration: int,
+                 max_staleness: int, next_seed: int, iteration: int, group_size: int = 1,
                  pending: Sequence[Sequence[Trajectory]] = (), start_order: bool = False):
         self.policy, self.play = policy, play
         self.play_policy: Any = policy  # what the workers generate with (a wrapper may add simulated latency)
         self.groups, self.chunk, self.workers, self.eta = groups, chunk or groups, workers, max_staleness
+        self.group_size = group_size  # episodes per group: a lost group loses this many
         self.next_seed, self.iteration = next_seed, iteration
         self.queue: deque[list[Trajectory]] = deque(list(g) for g in pending)
         # start order (duration-aware): the trainer takes groups in the order they were claimed, so a fast group
@@ -167,7 +173,7 @@ class AsyncRollouts:
         with self.cond:
             self.started -= len(seeds)  # free the gate's slots, or the trainer would wait for groups never started
             self.outstanding.difference_update(seeds)
-            self.lost_episodes += len(seeds)
+            self.lost_episodes += len(seeds) * self.group_size
             self.errors.append(error)
             self.cond.notify_all()
         if not self.stop_flag:
@@ -175,9 +181,16 @@ class AsyncRollouts:
                   file=sys.stderr)
 
     # ------------------------------------------------------------------ trainer side
+    def drop_limit(self) -> int:
+        """Stale groups one take may drop: everything started before the newest weights reached the rollout
+        side (the queue's bound, (η + 1) batches) twice over, plus the chunks in flight. Past it the weights are
+        not reaching the workers, and dropping more would spin forever (issue 51, defect 1)."""
+        return 2 * (self.eta + 1) * self.groups + self.workers * self.chunk
+
     def take(self, current: int, drop_stale: bool) -> tuple[list[list[Trajectory]], dict[str, float]]:
         """rollout.groups finished groups, in the order they finished; groups more than η versions old are
-        dropped (their gate slots freed) when `drop_stale`, else kept."""
+        dropped (their gate slots freed) when `drop_stale`, else kept. Raises RolloutsStalled when more than
+        `drop_limit()` groups in a row are too old to train on."""
         self.start()
         kept: list[list[Trajectory]] = []
         dropped, ages, t0 = 0, [], time.perf_counter()
@@ -186,6 +199,8 @@ class AsyncRollouts:
             age = staleness(group, current)
             if drop_stale and age > self.eta:
                 dropped += 1
+                if dropped > self.drop_limit():
+                    raise RolloutsStalled(self._stalled_message(current, dropped))
                 with self.cond:
                     self.started -= 1
                     self.cond.notify_all()
@@ -198,7 +213,21 @@ class AsyncRollouts:
                       "async/episode_wall_s_mean": sum(walls) / max(len(walls), 1),
                       "async/episode_wall_s_max": max(walls, default=0.0),
                       "async/lost_episodes": float(self.lost_episodes), "async/gate_wait_s": self.gate_wait_s,
-                      "async/queue_groups": float(len(self.queue))}
+                      "async/queue_groups": float(len(self.queue)), **self.version_lag(current)}
+
+    def version_lag(self, current: int) -> dict[str, float]:
+        """How many versions the weights the workers generate with are behind the trainer's `current`, and the
+        most that asynchrony explains (η + 1: a group may start η updates ahead of its weights, and the newest
+        weights reach a worker at its next turn); the stale_weights guard compares the two."""
+        return {"async/rollout_version_lag": float(current - self.policy.version),
+                "async/allowed_version_lag": float(self.eta + 1)}
+
+    def _stalled_message(self, current: int, dropped: int) -> str:
+        return (f"iteration {current}: {dropped} finished groups in a row were more than train.max_staleness="
+                f"{self.eta} versions old and were dropped: the rollout workers still generate with weights version "
+                f"{self.policy.version} while the trainer is at {current}, so the trained weights never reach them "
+                "(train.push_weights=false, or a failed weight push). Fix the push; train.staleness=correct trains "
+                "on the old episodes instead, and the stale_weights guard reports the gap")
 
     def _next_group(self) -> list[Trajectory]:
         """The next finished group: the first to finish, or (start order) the earliest claimed, once finished."""

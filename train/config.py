@@ -24,6 +24,7 @@ from agentgym.train.algorithm import AlgorithmSection, MOVED_ALGORITHM_KEYS  # n
 from agentgym.train.estimators import get_estimator
 from agentgym.train.updaters import refuse_unsupported, updater_for
 from agentgym.train.sft.config import SFTSection
+from agentgym.train.guardrails import GuardrailsSection
 
 
 
@@ -203,69 +204,6 @@ class OptimSection:
         _check(self.eps > 0, f"optim.eps must be > 0, got {self.eps}")
         _check(self.optimizer == "adamw" or (self.betas == ADAMW_BETAS and self.eps == ADAMW_EPS),
                "optim.betas and optim.eps are AdamW's: drop them or set optim.optimizer=adamw")
-
-
-@dataclass(frozen=True)
-class GuardrailsSection:
-    """Run-health checks on every iteration (train/guardrails.py): "stop" ends the run with the cause and the
-    fix, "warn" prints it, "off" skips the check. Their figures are logged every iteration (logprob_diff,
-    zero_advantage_share) and a guard that fired adds guard/<name> = 1."""
-
-    stale_weights: Literal["stop", "warn", "off"] = "stop"
-    """The rollout engine's log-probs of the sampled tokens against the trainer's, before the update."""
-    max_logprob_gap: float = 0.05
-    """stale_weights fires above this mean |log-prob gap| per action token (nats); fp32 engines stay ~1e-4."""
-    no_signal: Literal["stop", "warn", "off"] = "warn"
-    """Every action token's advantage is zero: the update cannot change the policy."""
-    max_zero_advantage_share: float = 1.0
-    """no_signal fires when at least this share of action tokens has a zero advantage."""
-    not_one_task: Literal["stop", "warn", "off"] = "warn"
-    """A group whose rollouts start from different first prompts or first anchors (dropped before training
-    either way)."""
-    token_drift: Literal["stop", "warn", "off"] = "stop"
-    """Verified samples (train.verify_tokens) whose token ids differ from the chat template's tokenisation."""
-    max_token_drift: float = 0.0
-    """token_drift fires above this share of verified samples (0: any mismatch)."""
-    reward_sanity: Literal["stop", "warn", "off"] = "warn"
-    """Step rewards outside the env's declared reward_range, success with a return <= 0, or a failed episode
-    earning the top reward (read before group rewards and shaping)."""
-    reward_range: tuple[float, float] | None = None
-    """[lo, hi] of one step's env reward for reward_sanity; null: the env's own declaration (TextEnv.reward_range
-    or agentgym.register(..., reward_range=)), if any."""
-    collapse: Literal["stop", "warn", "off"] = "warn"
-    """Entropy or response length falling far below their start, or every group playing identical actions,
-    while the task is not yet solved."""
-    collapse_window: int = 3
-    """Iterations averaged at the start and at the end of the entropy and response-length trends."""
-    min_entropy_ratio: float = 0.1
-    """collapse fires when the recent mean entropy falls below this share of the first iterations'."""
-    min_response_length_ratio: float = 0.25
-    """collapse fires when the recent mean response length falls below this share of the first iterations'."""
-    max_identical_group_share: float = 1.0
-    """collapse fires when at least this share of groups played the same action texts in every member."""
-    collapse_success_ceiling: float = 0.9
-    """No collapse alarm once the recent iterations' success reaches this (a solved task may be played surely)."""
-    unparsed_tool_calls: Literal["stop", "warn", "off"] = "stop"
-    """Turns that attempt a tool call the env never parses: the model's format and the env's differ."""
-    max_unparsed_tool_call_share: float = 0.5
-    """unparsed_tool_calls fires above this share of tool-env turns."""
-    tool_errors: Literal["stop", "warn", "off"] = "warn"
-    """The share of tool calls that returned an error."""
-    max_tool_error_share: float = 0.8
-    """tool_errors fires above this share of tool calls."""
-
-    def __post_init__(self) -> None:
-        _check(self.max_logprob_gap > 0, "train.guardrails.max_logprob_gap must be > 0")
-        _check(0 < self.max_zero_advantage_share <= 1, "train.guardrails.max_zero_advantage_share must be in (0, 1]")
-        shares = ("max_token_drift", "min_entropy_ratio", "min_response_length_ratio", "max_identical_group_share",
-                  "collapse_success_ceiling", "max_tool_error_share")
-        for name in shares:
-            _check(0 <= getattr(self, name) <= 1, f"train.guardrails.{name} must be in [0, 1], got {getattr(self, name)}")
-        _check(self.collapse_window >= 1, f"train.guardrails.collapse_window must be >= 1, got {self.collapse_window}")
-        _check(self.reward_range is None or self.reward_range[0] <= self.reward_range[1],
-               f"train.guardrails.reward_range must be [lo, hi] with lo <= hi, got {self.reward_range}")
-        _check(0 <= self.max_unparsed_tool_call_share < 1,
-               "train.guardrails.max_unparsed_tool_call_share must be in [0, 1)")
 
 
 @dataclass(frozen=True)

@@ -29,14 +29,84 @@ None; the trainer logs every guard's figure as `guard/<name>` and, per `train.gu
                  a share of their start (means over `collapse_window` iterations), or every group's members
                  produced the same actions; forgiven once recent success reaches `collapse_success_ceiling`.
   tool_errors    the share of tool calls that returned an error (wrong names or arguments, a broken tool).
-The figures come from health.py.
+The figures come from health.py. Each guard's settings are fields of `GuardrailsSection` (train.guardrails);
+adding one is its function, its entry in GUARDS (and BEFORE_UPDATE when its figures are known before the
+update), its fields and its test.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Literal, Optional, Sequence
 
-from agentgym.errors import AgentGymError
+from agentgym.errors import AgentGymError, ConfigError
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+@dataclass(frozen=True)
+class GuardrailsSection:
+    """Run-health checks on every iteration (train/guardrails.py): "stop" ends the run with the cause and the
+    fix, "warn" prints it, "off" skips the check. Their figures are logged every iteration (logprob_diff,
+    zero_advantage_share) and a guard that fired adds guard/<name> = 1."""
+
+    stale_weights: Literal["stop", "warn", "off"] = "stop"
+    """The rollout engine's log-probs of the sampled tokens against the trainer's, before the update."""
+    max_logprob_gap: float = 0.05
+    """stale_weights fires above this mean |log-prob gap| per action token (nats); fp32 engines stay ~1e-4."""
+    no_signal: Literal["stop", "warn", "off"] = "warn"
+    """Every action token's advantage is zero: the update cannot change the policy."""
+    max_zero_advantage_share: float = 1.0
+    """no_signal fires when at least this share of action tokens has a zero advantage."""
+    not_one_task: Literal["stop", "warn", "off"] = "warn"
+    """A group whose rollouts start from different first prompts or first anchors (dropped before training
+    either way)."""
+    token_drift: Literal["stop", "warn", "off"] = "stop"
+    """Verified samples (train.verify_tokens) whose token ids differ from the chat template's tokenisation."""
+    max_token_drift: float = 0.0
+    """token_drift fires above this share of verified samples (0: any mismatch)."""
+    reward_sanity: Literal["stop", "warn", "off"] = "warn"
+    """Step rewards outside the env's declared reward_range, success with a return <= 0, or a failed episode
+    earning the top reward (read before group rewards and shaping)."""
+    reward_range: tuple[float, float] | None = None
+    """[lo, hi] of one step's env reward for reward_sanity; null: the env's own declaration (TextEnv.reward_range
+    or agentgym.register(..., reward_range=)), if any."""
+    collapse: Literal["stop", "warn", "off"] = "warn"
+    """Entropy or response length falling far below their start, or every group playing identical actions,
+    while the task is not yet solved."""
+    collapse_window: int = 3
+    """Iterations averaged at the start and at the end of the entropy and response-length trends."""
+    min_entropy_ratio: float = 0.1
+    """collapse fires when the recent mean entropy falls below this share of the first iterations'."""
+    min_response_length_ratio: float = 0.25
+    """collapse fires when the recent mean response length falls below this share of the first iterations'."""
+    max_identical_group_share: float = 1.0
+    """collapse fires when at least this share of groups played the same action texts in every member."""
+    collapse_success_ceiling: float = 0.9
+    """No collapse alarm once the recent iterations' success reaches this (a solved task may be played surely)."""
+    unparsed_tool_calls: Literal["stop", "warn", "off"] = "stop"
+    """Turns that attempt a tool call the env never parses: the model's format and the env's differ."""
+    max_unparsed_tool_call_share: float = 0.5
+    """unparsed_tool_calls fires above this share of tool-env turns."""
+    tool_errors: Literal["stop", "warn", "off"] = "warn"
+    """The share of tool calls that returned an error."""
+    max_tool_error_share: float = 0.8
+    """tool_errors fires above this share of tool calls."""
+
+    def __post_init__(self) -> None:
+        _require(self.max_logprob_gap > 0, "train.guardrails.max_logprob_gap must be > 0")
+        _require(0 < self.max_zero_advantage_share <= 1, "train.guardrails.max_zero_advantage_share must be in (0, 1]")
+        shares = ("max_token_drift", "min_entropy_ratio", "min_response_length_ratio", "max_identical_group_share",
+                  "collapse_success_ceiling", "max_tool_error_share")
+        for name in shares:
+            _require(0 <= getattr(self, name) <= 1, f"train.guardrails.{name} must be in [0, 1], got {getattr(self, name)}")
+        _require(self.collapse_window >= 1, f"train.guardrails.collapse_window must be >= 1, got {self.collapse_window}")
+        _require(self.reward_range is None or self.reward_range[0] <= self.reward_range[1],
+               f"train.guardrails.reward_range must be [lo, hi] with lo <= hi, got {self.reward_range}")
+        _require(0 <= self.max_unparsed_tool_call_share < 1,
+               "train.guardrails.max_unparsed_tool_call_share must be in [0, 1)")
 
 
 class GuardrailError(AgentGymError):
@@ -59,6 +129,18 @@ def stale_weights(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
         f"(limit {section.max_logprob_gap}): it is not generating with the trained weights. Check that weights "
         "(or the LoRA adapter) reach the engine after each update; for a bf16 engine raise "
         "train.guardrails.max_logprob_gap"))
+
+
+def rollout_lag(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
+    """Async: the weights the rollout workers generate with are more versions behind the trainer's than
+    asynchrony explains (train/async_rl.py, AsyncRollouts.version_lag); known before the update."""
+    lag, allowed = metrics.get("async/rollout_version_lag"), metrics.get("async/allowed_version_lag")
+    if lag is None or allowed is None or lag <= allowed:
+        return None
+    return Alarm("stale_weights", float(lag), (
+        f"the async rollout workers generate with weights {lag:.0f} versions behind the trainer's (train.max_staleness"
+        f" allows {allowed:.0f}): the trained weights never reach them. Check that weights reach the rollout side "
+        "after each update (train.push_weights, the engine's weight update)"))
 
 
 def no_signal(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
@@ -174,6 +256,7 @@ def drop_mixed_groups(trajectories: Sequence[Any]) -> tuple[list[Any], int]:
 
 GUARDS: dict[str, Callable[[dict[str, Any], Any], Optional[Alarm]]] = {
     "stale_weights": stale_weights,
+    "rollout_lag": rollout_lag,
     "no_signal": no_signal,
     "not_one_task": not_one_task,
     "token_drift": token_drift,
@@ -184,8 +267,13 @@ GUARDS: dict[str, Callable[[dict[str, Any], Any], Optional[Alarm]]] = {
 }
 
 
-BEFORE_UPDATE = ("not_one_task", "token_drift", "reward_sanity", "tool_errors")
+SETTING = {"rollout_lag": "stale_weights"}
+"""A guard read under another guard's train.guardrails setting (the same fault, seen another way)."""
+
+BEFORE_UPDATE = ("rollout_lag", "not_one_task", "token_drift", "reward_sanity", "unparsed_tool_calls", "tool_errors")
 """The guards whose figures are known once the batch is collected: checked before the update trains on it."""
+AFTER_UPDATE = tuple(name for name in GUARDS if name not in BEFORE_UPDATE)
+"""The guards that read the update's own figures (the trainer's log-probs, the advantages, the trends)."""
 
 
 def check(metrics: dict[str, Any], section: Any, names: Sequence[str] | None = None) -> list[tuple[Alarm, str]]:
@@ -195,7 +283,7 @@ def check(metrics: dict[str, Any], section: Any, names: Sequence[str] | None = N
     for name, guard in GUARDS.items():
         if names is not None and name not in names:
             continue
-        action = getattr(section, name, "off")  # a hand-built section without this guard's field leaves it off
+        action = getattr(section, SETTING.get(name, name), "off")  # a hand-built section without this guard's field leaves it off
         if action == "off":
             continue
         alarm = guard(metrics, section)

@@ -1,11 +1,13 @@
-"""The trainer: rollout → rewards → advantages → PPO epochs → push weights → evaluate → checkpoint.
+"""The trainer: collect → guards before the update → learner step → push weights → guards after → log/checkpoint.
 
     from agentgym.train.config import load_config
     from agentgym.train.trainer import train
     run_dir = train(load_config("toy_learning", ["train.iterations=20"]))
 
-Orchestration only: the maths lives in estimators/ (advantages.py, targets.py) and updaters/losses.py,
-the token bookkeeping in samples.py, the gradient steps in updaters/, the files in checkpoint.py and metrics.py.
+Orchestration only. How a batch is played is a collector's (train/collectors/: sync, broadcast, async,
+lookahead), what an update does is a learner's (train/learners/: token PPO, choice, ArCHer, lookahead), both
+chosen once from the config; the maths lives in estimators/ and updaters/, the token bookkeeping in samples.py,
+the files in checkpoint.py and metrics.py, the run-health checks in guardrails.py.
 """
 from __future__ import annotations
 
@@ -18,34 +20,27 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 import torch
 
 from agentgym.errors import ConfigError
-from agentgym.rubric import apply_group_rewards, group_rewards_from_config
-from agentgym.rollout import RolloutConfig, next_prompt_ids, rollout
-from agentgym.train import checkpoint as ck
-from agentgym.train.checkpoint import seed_everything
-from agentgym.train import distributed as D
-from agentgym.train.estimators.advantages import last_rows
 from agentgym.policy import TrainablePolicy
-from agentgym.train.updaters.choice_ppo import choice_step
-from agentgym.train.updaters.lookahead import lookahead_step
-from agentgym.train.guardrails import BEFORE_UPDATE, GUARDS, drop_mixed_groups
-from agentgym.train.health import reward_sanity, rollout_health, signal_figures, trends
-from agentgym.train.updaters import updater_for
-from agentgym.train.algorithm import AlgorithmSection
+from agentgym.rubric import group_rewards_from_config
+from agentgym.train import checkpoint as ck
+from agentgym.train import distributed as D
+from agentgym.train import eval_records, merge
+from agentgym.train.checkpoint import seed_everything
+from agentgym.train.collectors import build_collector, collector_name
+from agentgym.train.collectors.base import (Collected, CollectorContext, drop_failed,  # noqa: F401  (re-exported)
+                                            keep_varied_groups, turn_cap)
 from agentgym.train.config import TrainConfig
-from agentgym.train import eval_records
-from agentgym.train import merge
+from agentgym.train.guardrails import AFTER_UPDATE, BEFORE_UPDATE
+from agentgym.train.health import rollout_health, trends
+from agentgym.train.learners import build_learner
+from agentgym.train.learners.base import LearnerContext, batch_stats  # noqa: F401  (re-exported)
 from agentgym.train.metrics import MetricsWriter, rollout_metrics, write_rollouts
-from agentgym.train.samples import Sample, build_samples, verify_samples
+from agentgym.train.samples import build_samples, verify_samples
 from agentgym.train.setup import build_components, make_optimizer, make_policy
-from agentgym.train.updaters.losses import running_entropy
-from agentgym.train.estimators.targets import build_targets, shape_rewards, turn_advantages, with_epo
-from agentgym.train.batch import Scored, Targets
-from agentgym.train.updaters.token_ppo import ppo_update, score, state_values
-from agentgym.trajectory import Trajectory, TurnTable, split_groups
+from agentgym.trajectory import Trajectory
 
 
 def train(config: TrainConfig) -> Path:
@@ -56,40 +51,6 @@ def train(config: TrainConfig) -> Path:
     finally:
         trainer.close()
     return trainer.run_dir
-
-
-def turn_cap(config: TrainConfig, iteration: int) -> int | None:
-    """The turn limit of an iteration: the last schedule entry at or before it, else rollout.max_turns."""
-    cap = config.rollout.max_turns
-    for start, limit in config.algorithm.turn_cap_schedule:
-        if iteration >= start:
-            cap = int(limit)
-    return cap
-
-
-def keep_varied_groups(trajectories: Sequence[Trajectory], algorithm: AlgorithmSection | None = None
-                       ) -> tuple[list[list[Trajectory]], int]:
-    """Groups (in order) with something to learn from, and how many were dropped: returns not all equal, or
-    with `algorithm.dynamic_sampling_keep=advantages`, some turn with a non-zero advantage under its estimator."""
-    groups = split_groups(trajectories)
-    if algorithm is not None and algorithm.dynamic_sampling_keep == "advantages":
-        kept = [g for g in groups
-                if np.any(np.abs(turn_advantages(algorithm, TurnTable.from_trajectories(g), g)) > 1e-9)]
-    else:
-        kept = [g for g in groups if len({round(t.total_reward, 9) for t in g}) > 1]
-    return kept, len(groups) - len(kept)
-
-
-def drop_failed(trajectories: Sequence[Trajectory], min_group: int) -> tuple[list[Trajectory], dict[str, float]]:
-    """Trajectories minus failed episodes (env exception, timeout, policy error: not the agent's doing, so
-    no signal to learn from) and minus groups left with fewer than `min_group` members."""
-    ok = [t for t in trajectories if t.outcome != "error"]
-    sizes: dict[int, int] = {}
-    for t in ok:
-        sizes[t.group_id] = sizes.get(t.group_id, 0) + 1
-    kept = [t for t in ok if sizes[t.group_id] >= min_group]
-    return kept, {"failed_dropped": float(len(trajectories) - len(ok)),
-                  "groups_dropped_after_failures": float(sum(n < min_group for n in sizes.values()))}
 
 
 class Trainer:
@@ -113,29 +74,23 @@ class Trainer:
             raise ConfigError(f"{type(self.policy).__name__} cannot be trained: a rollout policy must implement "
                               "agentgym.policy.TrainablePolicy (model, takes_adapters, update_weights, "
                               "update_adapter, sleep, close); subclass agentgym.policies.base.BasePolicy")
-        if updater_for(config).name == "choice_ppo" and hasattr(self.policy, "keep_trunk"):
-            # the rollout keeps the frozen trunk's output for the update (policies/rollout_trunk.py)
-            self.policy.keep_trunk = getattr(self.policy, "model", None) is self.model
         self.critic, self.ref, self.optimizer, self.scheduler = c.critic, c.ref, c.optimizer, c.scheduler
         self.device, self.env_id, self.tools, self.pad_id = c.device, c.env_id, c.tools, c.pad_id
         self.iteration = 0
-        self.next_seed = config.rollout.seed_start
         self.is_main = self.dist is None or self.dist.is_main
-        self.epo_running: float | None = None  # EPO's running entropy H̄ (starts afresh on resume)
-        self.archer = self._archer_learner()
-        self.expert = self._expert_replay()
+        self.learner = build_learner(config, LearnerContext(c, config, self.dist, self._sleep_rollout_engine))
+        self.collector: Any = None  # built once the checkpoint's state is known (_resume)
         self.health: list[dict[str, float]] = []  # per iteration: the figures the collapse trends read
         self.guard_details: dict[str, str] = {}  # an example a guard's message quotes (the first token mismatch)
         self.reward_range = config.train.guardrails.reward_range or self.c.reward_range
-        self.async_side: Any = None  # train.mode=async: the rollout workers (train/async_rl.py)
         self._previous_eval: list[dict[str, Any]] = []  # the last periodic eval's per-task records
         # train.change_kept < 1: the weights training starts from (the config's policy, also on a resume) and,
         # once the last iteration merged them, the trained weights themselves (kept in the checkpoint)
         self._start_weights = merge.trainable_weights(self.model) if config.train.change_kept < 1 else None
         self._trained_weights: dict[str, Any] | None = None
-        pending = self._resume()  # every rank restores the same state in place (DDP holds the same module)
-        if config.train.mode == "async":
-            self.async_side = self._async_rollouts(pending)
+        state = self._resume()  # every rank restores the same state in place (DDP holds the same module)
+        self.collector = build_collector(collector_name(config, self.dist is not None), self._collector_context(),
+                                         state)
         lg = config.logging
         self.writer = None
         if self.is_main:
@@ -143,117 +98,58 @@ class Trainer:
             self.writer = MetricsWriter(self.run_dir, config.train.iterations, self.iteration, lg.tensorboard,
                                         lg.wandb, lg.wandb_project, config.to_dict(), lg.progress)
 
-    def _archer_learner(self) -> Any:
-        """ArCHer's critic, target copy and replay buffer when the config trains with it, else None."""
-        if updater_for(self.cfg).name != "archer":
-            return None
-        from agentgym.train.updaters.archer import ArcherLearner
+    def _collector_context(self) -> CollectorContext:
+        rollout_copy = None
+        if not self._separate_policy():  # async: the HF policy generates with its own copy while the trainer updates
+            rollout_copy = lambda: make_policy(self.cfg, copy.deepcopy(self.model), self.tokenizer)  # noqa: E731
+        return CollectorContext(self.cfg, self.env_id, self.chat, lambda: self.policy, self.reward_range,
+                                self.group_rewards, self.iteration, self.dist, self.is_main, rollout_copy)
 
-        cfg, o = self.cfg, self.cfg.optim
-        return ArcherLearner(cfg.algorithm.archer, cfg.algorithm.gamma, self.model, self.device, self.pad_id,
-                             lr=o.critic_lr, max_grad_norm=o.critic_max_grad_norm or o.max_grad_norm,
-                             critic_model=cfg.model.critic_model, seed=cfg.train.seed)
+    @property
+    def async_side(self) -> Any:
+        """train.mode=async: the rollout workers (train/async_rl.py), else None."""
+        return getattr(self.collector, "side", None)
 
-    def _expert_replay(self) -> Any:
-        """The warm start's demonstrations, replayed in each choice update (algorithm.regularisers.expert_coef)."""
-        if not self.cfg.algorithm.regularisers.expert_coef:
-            return None
-        from agentgym.train.expert_replay import ExpertReplay
+    @property
+    def epo_running(self) -> float | None:
+        return getattr(self.learner, "epo_running", None)
 
-        return ExpertReplay.from_config(self.cfg, self.chat)
+    # ------------------------------------------------------------------ one iteration
+    def step(self) -> dict[str, Any]:
+        it, cfg = self.iteration, self.cfg
+        t0 = time.perf_counter()
+        collected = self.collector.collect(it)
+        t1 = time.perf_counter()
+        metrics = self._batch_figures(collected)
+        self._check_health(metrics, BEFORE_UPDATE)  # before anything trains on a bad batch
+        samples = build_samples(collected.batch, cfg.rollout.layout)
+        if self.learner.update(collected, samples, it, metrics):
+            push_start = time.perf_counter()
+            self._push_weights()
+            metrics["time/push_weights"] = time.perf_counter() - push_start
+        t2 = time.perf_counter()
+        metrics.update(_timing(collected.first, t1 - t0, t2 - t1, sum(len(s) for s in samples)))
+        metrics.update(_gpu_memory(self.device))
+        metrics.update(host_memory())
+        self.health.append({k: metrics[k] for k in ("entropy", "response_tokens_per_turn", "success") if k in metrics})
+        metrics.update(trends(self.health, cfg.train.guardrails.collapse_window))
+        self._check_health(metrics, AFTER_UPDATE)
+        self.iteration += 1
+        self.collector.advance(self.iteration)
+        return metrics
 
-    # ------------------------------------------------------------------ rollouts
-    def _rollout_config(self, max_turns: int | None, temperature: float, seed: int | None) -> RolloutConfig:
-        return self.cfg.rollout.engine_config(temperature=temperature, stop=getattr(self.chat, "stop_strings", ()),
-                                              seed=seed, max_turns=max_turns,
-                                              history_key_depth=max(self.cfg.rollout.history_key_depth,
-                                                                    self.cfg.algorithm.hgpo.levels))
-
-    def _rollout(self, seeds: list[int], group_size: int, config: RolloutConfig, split: str,
-                 policy: Any = None) -> list[Trajectory]:
-        return rollout(self.env_id, self.policy if policy is None else policy, self.chat, seeds, group_size, config,
-                       env_kwargs=dict(self.cfg.rollout.env_kwargs) or None, start_group_id=seeds[0],
-                       reset_options={"split": split})
-
-    def collect(self, iteration: int) -> tuple[list[Trajectory], list[Trajectory], dict[str, float]]:
-        """(training batch, the first round's rollouts for metrics, stats of what was dropped)."""
-        r, a = self.cfg.rollout, self.cfg.algorithm
-        config = self._rollout_config(turn_cap(self.cfg, iteration), r.temperature, self.cfg.train.seed)
-        kept: list[list[Trajectory]] = []
-        first: list[Trajectory] = []
-        stats = {"failed_dropped": 0.0, "groups_dropped_after_failures": 0.0, "groups_not_one_task": 0.0}
-        dropped, rounds = 0, 0
-        while True:
-            need = r.groups - len(kept)
-            seeds = list(range(self.next_seed, self.next_seed + need))
-            self.next_seed += need
-            trajs = self._rollout(seeds, r.group_size, config, "train")
-            if not first:  # the env's own rewards, before group rewards
-                stats.update(reward_sanity(trajs, self.reward_range))
-            if self.group_rewards:
-                trajs = apply_group_rewards(trajs, self.group_rewards)
-            first = first or trajs
-            trajs, failed = drop_failed(trajs, min(2, r.group_size))
-            trajs, mixed = drop_mixed_groups(trajs)  # a group must be G plays of one task
-            stats = {k: stats[k] + failed.get(k, 0.0) for k in stats}
-            stats["groups_not_one_task"] += mixed
-            if not a.dynamic_sampling:
-                return trajs, first, stats
-            varied, n_dropped = keep_varied_groups(trajs, a)
-            kept += varied
-            dropped += n_dropped
-            rounds += 1
-            if len(kept) >= r.groups or rounds > a.max_refill_rounds:
-                break
-        batch = [t for g in kept[:r.groups] for t in g] or drop_failed(first, 1)[0]
-        return batch, first, {**stats, "groups_kept": float(min(len(kept), r.groups)), "groups_dropped": float(dropped),
-                              "refill_rounds": float(rounds - 1)}
-
-    def collect_lookahead(self) -> tuple[list[Trajectory], list[Trajectory], dict[str, float], list[Any]]:
-        """(the greedy plays and every play-out, the greedy plays, their reward sanity, the looked-ahead turns):
-        rollout.groups tasks played once greedily, then rollout.lookahead alternatives at each failed play's
-        chosen turns (agentgym/lookahead.py)."""
-        from agentgym.lookahead import lookahead_rollout
-
-        r = self.cfg.rollout
-        seeds = list(range(self.next_seed, self.next_seed + r.groups))
-        self.next_seed += r.groups
-        greedy = self._rollout_config(turn_cap(self.cfg, self.iteration), 0.0, self.cfg.train.seed)
-        got = lookahead_rollout(self.env_id, self.policy, self.chat, seeds, alternatives=r.lookahead,
-                                points=r.lookahead_points, success_points=r.lookahead_success_points, config=greedy,
-                                rng=random.Random(self.cfg.train.seed * 1_000_003 + self.iteration),
-                                env_kwargs=dict(r.env_kwargs) or None, start_group_id=seeds[0],
-                                reset_options={"split": "train"})
-        return got.trunks + got.branches, got.trunks, reward_sanity(got.trunks, self.reward_range), got.decisions
-
-    def _async_rollouts(self, pending: list[list[Trajectory]]) -> Any:
-        """The rollout workers of train.mode=async: a vLLM engine takes the published weights itself; the HF
-        policy generates with its own copy of the model, so the trainer can update while it plays."""
-        from agentgym.train.async_rl import AsyncRollouts, VersionedPolicy, WeightBox
-
-        t = self.cfg.train
-        inner = self.policy if self._separate_policy() else make_policy(self.cfg, copy.deepcopy(self.model),
-                                                                         self.tokenizer)
-        return AsyncRollouts(VersionedPolicy(inner, WeightBox(self.iteration)), self._play_async,
-                             groups=self.cfg.rollout.groups, chunk=t.groups_per_rollout, workers=t.rollout_workers,
-                             max_staleness=t.max_staleness, next_seed=self.next_seed, iteration=self.iteration,
-                             pending=pending, start_order=t.batch_order == "start")
-
-    def _play_async(self, seeds: list[int], policy: Any, version: int) -> list[Trajectory]:
-        """One rollout worker's chunk: the groups of `seeds`, played as the sync trainer plays a batch."""
-        config = self._rollout_config(turn_cap(self.cfg, version), self.cfg.rollout.temperature, self.cfg.train.seed)
-        return self._rollout(seeds, self.cfg.rollout.group_size, config, "train", policy)
-
-    def collect_async(self) -> tuple[list[Trajectory], list[Trajectory], dict[str, float]]:
-        """(training batch, the batch before drops, stats): rollout.groups finished groups off the queue."""
-        groups, stats = self.async_side.take(self.iteration, self.cfg.train.staleness == "drop")
-        first = [t for g in groups for t in g]
-        stats.update(reward_sanity(first, self.reward_range))
-        if self.group_rewards:
-            first = apply_group_rewards(first, self.group_rewards)
-        trajs, failed = drop_failed(first, min(2, self.cfg.rollout.group_size))
-        trajs, mixed = drop_mixed_groups(trajs)
-        return trajs, first, {**stats, **failed, "groups_not_one_task": float(mixed)}
+    def _batch_figures(self, collected: Collected) -> dict[str, Any]:
+        """What the collected batch says before any update: its rollout figures, drops and health."""
+        it, first = self.iteration, collected.first
+        if self.is_main:
+            write_rollouts(self.run_dir, it, first)
+        metrics: dict[str, Any] = {**rollout_metrics(first), **collected.stats, "max_turns": turn_cap(self.cfg, it) or 0,
+                                   "episodes_trained": float(len(collected.batch)), **rollout_health(first)}
+        if callable(getattr(self.policy, "scoring_stats", None)):  # admissible actions: what scoring cost
+            metrics.update({f"rollout_scoring/{k}": v for k, v in self.policy.scoring_stats().items()})
+        if self.cfg.train.verify_tokens:
+            metrics.update(self.verify_tokens(collected.batch))
+        return metrics
 
     def verify_tokens(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
         """Rollout token ids must equal the tokenisation of the rendered conversation: every sample (or
@@ -269,100 +165,6 @@ class Trainer:
         return {"verified_samples": float(checked), "token_mismatches": float(len(errors)),
                 "token_drift_rate": len(errors) / checked if checked else 0.0}
 
-    # ------------------------------------------------------------------ one iteration
-    def step(self) -> dict[str, Any]:
-        it, cfg = self.iteration, self.cfg
-        t0 = time.perf_counter()
-        decisions = None
-        if cfg.rollout.lookahead:
-            batch, first, drop_stats, decisions = self.collect_lookahead()
-        elif self.async_side is not None:
-            batch, first, drop_stats = self.collect_async()
-        elif self.dist is None:
-            batch, first, drop_stats = self.collect(it)
-        else:  # rank 0 rolls out for all ranks
-            collected = (*self.collect(it), self.next_seed) if self.is_main else None
-            batch, first, drop_stats, self.next_seed = D.broadcast(self.dist, collected)
-        t1 = time.perf_counter()
-        if self.is_main:
-            write_rollouts(self.run_dir, it, first)
-        metrics: dict[str, Any] = {**rollout_metrics(first), **drop_stats, "max_turns": turn_cap(cfg, it) or 0,
-                                   "episodes_trained": float(len(batch)),
-                                   **rollout_health(first)}
-        if callable(getattr(self.policy, "scoring_stats", None)):  # admissible actions: what scoring cost
-            metrics.update({f"rollout_scoring/{k}": v for k, v in self.policy.scoring_stats().items()})
-        if cfg.train.verify_tokens:
-            metrics.update(self.verify_tokens(batch))
-        self._check_health(metrics, BEFORE_UPDATE)  # before anything trains on a bad batch
-        samples = build_samples(batch, cfg.rollout.layout)
-        if decisions is not None:  # rollout.lookahead: the looked-ahead turns' choices
-            metrics.update(lookahead_step(self.c, cfg, decisions, it))
-        elif samples and updater_for(cfg).name == "choice_ppo":  # admissible-action mode: exact ratio
-            metrics.update(choice_step(self.c, cfg, batch, it, self.expert))
-        elif samples and self.archer is not None:  # off-policy critic from the replay buffer + token actor
-            self._archer_step(batch, samples, metrics)
-        elif samples:
-            self._sleep_rollout_engine()
-            if cfg.algorithm.igpo.coef:  # IGPO: information-gain turn rewards before any estimator reads them
-                batch = self._with_info_gain(batch, metrics)
-            table = shape_rewards(cfg.algorithm, TurnTable.from_trajectories(batch), batch, cfg.rollout.max_new_tokens)
-            scored = score(self.c, samples, cfg)
-            final = self._final_values(batch, table) if self.critic is not None else None
-            targets = build_targets(cfg.algorithm, table, batch, samples, scored, final)
-            if cfg.algorithm.regularisers.epo_coef:
-                targets = with_epo(targets, table, self.epo_running)
-            stats = ppo_update(self.c, samples, scored, targets, cfg, shuffle_seed=cfg.train.seed * 1_000_003 + it,
-                               dist=self.dist)
-            if stats.epo_micro:  # EPO's H̄ follows the batches' trajectory entropy
-                self.epo_running = running_entropy(self.epo_running, stats.epo_entropy / stats.epo_micro,
-                                                   cfg.algorithm.regularisers.epo_momentum)
-            push_start = time.perf_counter()
-            self._push_weights()
-            metrics["time/push_weights"] = time.perf_counter() - push_start
-            metrics.update(stats.as_metrics())
-            metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.loss.tis_cap,
-                                       self._fresh_tokens(batch, samples)))
-            masks = [s.mask[1:] for s in samples]  # the no_signal guard's finer figures
-            metrics.update(signal_figures(batch, [s.row[1:][m] for s, m in zip(samples, masks)],
-                                          [a[m] for a, m in zip(targets.advantages, masks)]))
-        t2 = time.perf_counter()
-        metrics.update(_timing(first, t1 - t0, t2 - t1, sum(len(s) for s in samples)))
-        metrics.update(_gpu_memory(self.device))
-        metrics.update(host_memory())
-        self.health.append({k: metrics[k] for k in ("entropy", "response_tokens_per_turn", "success") if k in metrics})
-        metrics.update(trends(self.health, cfg.train.guardrails.collapse_window))
-        self._check_health(metrics, [name for name in GUARDS if name not in BEFORE_UPDATE])
-        self.iteration += 1
-        if self.async_side is not None:  # the staleness gate lets the workers one batch further
-            self.async_side.advance(self.iteration)
-        return metrics
-
-    def _archer_step(self, batch: list[Trajectory], samples: list[Sample], metrics: dict[str, Any]) -> None:
-        from agentgym.train.updaters.archer import archer_step
-
-        cfg, r = self.cfg, self.cfg.rollout
-        self._sleep_rollout_engine()
-        table = shape_rewards(cfg.algorithm, TurnTable.from_trajectories(batch), batch, r.max_new_tokens)
-        updated, more = archer_step(self.archer, self.c, cfg, batch, samples, table, self.iteration,
-                                    lambda t: next_prompt_ids(self.chat, t, r.layout, r.history_turns, self.tools))
-        metrics.update(more)
-        if updated is None:  # critic warm-up: the policy is unchanged, nothing to push
-            return
-        stats, scored, targets = updated
-        push_start = time.perf_counter()
-        self._push_weights()
-        metrics["time/push_weights"] = time.perf_counter() - push_start
-        metrics.update(stats.as_metrics())
-        metrics.update(batch_stats(samples, scored, targets, cfg.algorithm.loss.tis_cap))
-
-    def _fresh_tokens(self, batch: Sequence[Trajectory], samples: Sequence[Sample]) -> list[np.ndarray] | None:
-        """Async: per sample, the action positions generated by the current weights. Only these must match the
-        trainer's log-probs (the stale_weights guard); older turns differ by design and are weighted instead."""
-        if self.async_side is None:
-            return None
-        versions = np.array([t.policy_version for tr in batch for t in tr.turns], dtype=np.int64)
-        return [versions[np.maximum(s.row[1:], 0)] == self.iteration for s in samples]
-
     def _check_health(self, metrics: dict[str, Any], names: Sequence[str]) -> None:
         """The run-health guardrails `names` (train/guardrails.py): warn, or stop with the cause and the fix."""
         from agentgym.train.guardrails import GuardrailError, check
@@ -377,27 +179,7 @@ class Trainer:
                 raise GuardrailError(f"{message} (train.guardrails.{alarm.guard}=warn to go on)")
             print(f"agentgym train: warning: {message}", file=sys.stderr)
 
-    def _with_info_gain(self, batch: list[Trajectory], metrics: dict[str, Any]) -> list[Trajectory]:
-        from agentgym.train.estimators.igpo import info_gains, with_info_gain
-
-        a = self.cfg.algorithm
-        gains = info_gains(self.model, self.chat, batch, self.device, self.c.pad_id, a.igpo.mode,
-                           self.cfg.rollout.temperature, self.cfg.train.micro_batch_size)
-        scored = [g[:-1] for g, t in zip(gains, batch) if t.ground_truth and len(g) > 1]
-        flat = np.concatenate(scored) if scored else np.zeros(0)
-        metrics.update({"igpo/info_gain_mean": float(flat.mean()) if flat.size else 0.0,
-                        "igpo/scored_turns": float(flat.size)})
-        return with_info_gain(batch, gains, a.igpo.coef)
-
-    def _final_values(self, batch: Sequence[Trajectory], table: TurnTable) -> np.ndarray:
-        """Per table row: the critic's value of the state after a trajectory's last turn where the episode
-        was cut off (GAE bootstraps there), 0 elsewhere."""
-        r, final = self.cfg.rollout, np.zeros(len(table))
-        cut = np.flatnonzero(last_rows(table) & ~table.terminated)
-        prompts = [next_prompt_ids(self.chat, batch[table.traj[i]], r.layout, r.history_turns, self.tools) for i in cut]
-        final[cut] = state_values(self.c, prompts, self.cfg)
-        return final
-
+    # ------------------------------------------------------------------ weights, evals
     def _separate_policy(self) -> bool:
         return self.policy.model is not self.model
 
@@ -410,13 +192,10 @@ class Trainer:
     def _push_weights(self) -> None:
         """Send new weights to the rollout policy unless it generates with the trained module itself.
         A LoRA model sends just its adapter where the policy takes one (vLLM's LoRARequest). Under fsdp
-        every rank joins the gather into rank 0's unsharded copy, which is the rollout model or the source."""
+        every rank joins the gather into rank 0's unsharded copy, which is the rollout model or the source.
+        An async collector takes them itself (its rollout side swaps them in between turns)."""
         model = self.model
-        if self.async_side is not None:  # the rollout side swaps them in between turns
-            from agentgym.train.async_rl import weight_snapshot
-
-            if self.cfg.train.push_weights:
-                self.async_side.policy.box.publish(weight_snapshot(model), self.iteration + 1)
+        if self.collector is not None and self.collector.take_weights(model, self.iteration + 1):
             return
         if D.is_fsdp(self.dist):
             model = D.sync_full_copy(self.dist, self.model)
@@ -444,11 +223,10 @@ class Trainer:
 
     def eval_episodes(self) -> list[Trajectory]:
         """The held-out episodes evaluate() scores: the same seeds at every eval."""
-        e = self.cfg.eval
+        e, ctx = self.cfg.eval, self._collector_context()
         seeds = list(range(e.seed_start, e.seed_start + e.seeds))
-        config = self._rollout_config(turn_cap(self.cfg, self.iteration), e.temperature, self.cfg.train.seed)
-        policy = self.async_side.policy if self.async_side is not None else None  # one generate at a time
-        return self._rollout(seeds, 1, config, e.split, policy)
+        config = ctx.rollout_config(turn_cap(self.cfg, self.iteration), e.temperature, self.cfg.train.seed)
+        return ctx.play(seeds, 1, config, e.split, self.collector.eval_policy() if self.collector else None)
 
     def _periodic_eval(self, row: int) -> dict[str, float]:
         """evaluate()'s figures, plus the tasks newly solved / failed since the run's previous eval; every
@@ -491,15 +269,12 @@ class Trainer:
 
     def save(self) -> Path:
         sharded = D.is_fsdp(self.dist)  # its optimizer and critic state live in dcp/ only
-        state = {"optimizer": None if sharded else self.optimizer.state_dict(), "next_seed": self.next_seed,
+        state = {"optimizer": None if sharded else self.optimizer.state_dict(),
                  "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
                  "critic": self.critic.state_dict() if self.critic is not None and not sharded else None,
-                 "archer": self.archer.state_dict() if self.archer is not None else None}
+                 **self.learner.state_dict(), **self.collector.state_dict()}  # next_seed, async_pending, archer
         if self._trained_weights is not None:  # the model holds the merge; a resume trains on from these
             state["trained_weights"] = self._trained_weights
-        if self.async_side is not None:  # finished groups not yet trained are kept; the seeds move past all claimed
-            pending, state["next_seed"] = self.async_side.pending()
-            state["async_pending"] = [[t.to_dict() for t in g] for g in pending]
         if self.dist is None:
             return ck.save_checkpoint(self.run_dir, self.iteration, self.model, self.tokenizer, state,
                                       self.cfg.checkpoint.keep)
@@ -515,14 +290,14 @@ class Trainer:
         D.barrier(self.dist)
         return ckpt
 
-    def _resume(self) -> list[list[Trajectory]]:
-        """Restore the latest checkpoint's state in place; returns the finished, untrained groups an async run
-        had queued."""
+    def _resume(self) -> dict[str, Any]:
+        """Restore the latest checkpoint's state in place; returns that state ({} on a fresh run), whose
+        collector part (next seed, an async run's queued groups) builds the collector."""
         ckpt = ck.find_checkpoint(self.cfg.checkpoint.resume, self.run_dir)
         if ckpt is None:
             if self.cfg.checkpoint.resume and D.launched_rank() == 0:  # nothing saved yet: every row is redone
                 self._truncate_logs(0)
-            return []
+            return {}
         state = ck.load_state(ckpt)
         sharded = self.dist is not None and (ckpt / "dcp").is_dir()
         if state["optimizer"] is None and not sharded:
@@ -537,8 +312,7 @@ class Trainer:
                 merge.load_weights(self.model, state["trained_weights"])
             if self.critic is not None and state.get("critic") is not None:
                 self.critic.load_state_dict(state["critic"])
-            if self.archer is not None and state.get("archer") is not None:
-                self.archer.load_state_dict(state["archer"])
+            self.learner.load_state_dict(state)
         if sharded:
             D.load_sharded(self.dist, self.optimizer, ckpt / "dcp")
         else:
@@ -546,25 +320,26 @@ class Trainer:
         if self.scheduler is not None and state.get("scheduler") is not None:
             self.scheduler.load_state_dict(state["scheduler"])
         ck.set_rng_state(state["rng"])
-        self.iteration, self.next_seed = int(state["iteration"]), int(state["next_seed"])
+        self.iteration = int(state["iteration"])
         if D.launched_rank() == 0:  # one writer of the run's files
             self._truncate_logs(self.iteration)
             self._previous_eval = eval_records.last_eval(self.run_dir)
         self._push_weights()  # a rollout engine with its own copy still holds the initial weights
-        return [[Trajectory.from_dict(t) for t in g] for g in state.get("async_pending") or ()]
+        return state
 
     def _truncate_logs(self, iteration: int) -> None:
         for name in ("metrics.jsonl", "rollouts.jsonl", eval_records.EVAL_EPISODES):
             _truncate_metrics(self.run_dir / name, iteration)
 
     def close(self) -> None:
-        if getattr(self, "async_side", None) is not None:
-            self.async_side.stop()
+        if getattr(self, "collector", None) is not None:
+            self.collector.close()
         if self.writer is not None:
             self.writer.close()
         D.shutdown(getattr(self, "dist", None))
         if self._separate_policy():
             self.policy.close()
+
 
 
 def refuse_an_earlier_run(run_dir: Path, resume: str) -> None:
@@ -610,35 +385,6 @@ def host_memory() -> dict[str, float]:
             pass
     return {"memory/rss_gib": (me.memory_info().rss + children) / 2**30, "memory/rss_children_gib": children / 2**30,
             "memory/peak_rss_self_gib": peak_self}
-
-
-def batch_stats(samples: Sequence[Sample], scored: Scored, targets: Targets, tis_cap: float | None = None,
-                fresh: Sequence[np.ndarray] | None = None) -> dict[str, float]:
-    """Advantage spread; how far the sampler's log-probs are from the trainer's (both at the sampling
-    temperature; only over the `fresh` positions when given: async turns of the current weights), the
-    truncated importance weights and overlong masking."""
-    masks = [s.mask[1:] for s in samples]
-    same = masks if fresh is None else [m & f for m, f in zip(masks, fresh)]
-    adv = np.concatenate([a[m] for a, m in zip(targets.advantages, masks)]) if samples else np.zeros(0)
-    diff = np.concatenate([np.abs(o[m] - s.rollout_logprobs[1:][m]) for o, s, m
-                           in zip(scored.old_logprobs, samples, same)]) if samples else np.zeros(0)
-    diff = diff[np.isfinite(diff)]  # a sampler may not report some log-probs (NaN)
-    out = {"advantage_mean": float(adv.mean()) if adv.size else 0.0,
-           "advantage_std": float(adv.std()) if adv.size else 0.0,
-           "zero_advantage_share": float(np.mean(adv == 0)) if adv.size else 0.0,
-           "logprob_diff": float(diff.mean()) if diff.size else 0.0,
-           "logprob_diff_max": float(diff.max()) if diff.size else 0.0, "samples": float(len(samples))}
-    if fresh is not None:
-        n = sum(int(m.sum()) for m in masks)
-        out["async/fresh_token_share"] = sum(int(m.sum()) for m in same) / n if n else 0.0
-    if targets.is_weights is not None and adv.size:
-        w = np.concatenate([w[m] for w, m in zip(targets.is_weights, masks)])
-        out.update({"tis/weight_mean": float(w.mean()), "tis/weight_min": float(w.min()),
-                    "tis/capped_fraction": float(np.mean(w >= (tis_cap or np.inf) * (1 - 1e-9)))})
-    if targets.loss_mask is not None:
-        out["overlong/masked_tokens"] = float(sum(float((m & (lm == 0)).sum())
-                                                  for m, lm in zip(masks, targets.loss_mask)))
-    return out
 
 
 def _timing(trajs: Sequence[Trajectory], rollout_s: float, train_s: float, train_tokens: int) -> dict[str, float]:

@@ -172,11 +172,11 @@ def test_a_resumed_run_keeps_the_replay_buffer_and_the_critics(tmp_path: Path):
                                                 "checkpoint.resume=auto", *SMALL[-2:]]))
     try:
         assert first.iteration == 2
-        records = list(first.archer.buffer)
+        records = list(first.learner.archer.buffer)
         assert records and {r.iteration for r in records} == {0, 1}
         saved = torch.load(tmp_path / "ckpt-2" / "trainer.pt", weights_only=False)["archer"]
         assert [tuple(r["state"]) for r in saved["buffer"]["records"]] == [r.state for r in records]
-        for name, value in first.archer.target.state_dict().items():
+        for name, value in first.learner.archer.target.state_dict().items():
             assert torch.equal(value, saved["target"][name])
     finally:
         first.close()

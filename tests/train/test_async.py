@@ -66,9 +66,9 @@ def test_versioned_policy_swaps_weights_between_calls_and_tags_generations():
     assert policy.generate(request)[0].policy_version == 1 and inner.weights == ["weights-1"]  # applied once
 
 
-def _fake_rollouts(play, *, groups=2, chunk=1, workers=2, eta=0):
+def _fake_rollouts(play, *, groups=2, chunk=1, workers=2, eta=0, group_size=1):
     return AsyncRollouts(VersionedPolicy(_Recorder(), WeightBox(0)), play, groups=groups, chunk=chunk,
-                         workers=workers, max_staleness=eta, next_seed=0, iteration=0)
+                         workers=workers, max_staleness=eta, next_seed=0, iteration=0, group_size=group_size)
 
 
 def test_the_gate_keeps_rollouts_within_eta_batches_and_a_lost_chunk_frees_its_slots():
@@ -78,14 +78,15 @@ def test_the_gate_keeps_rollouts_within_eta_batches_and_a_lost_chunk_frees_its_s
         claimed.extend(seeds)
         if seeds == [1]:  # this worker "dies" mid-chunk: its episodes are lost, nothing else
             raise RuntimeError("worker killed")
-        return [_traj(s, [policy.version]) for s in seeds]
+        return [_traj(s, [policy.version]) for s in seeds for _ in range(3)]
 
-    side = _fake_rollouts(play, eta=1)
+    side = _fake_rollouts(play, eta=1, group_size=3)
     try:
         groups, stats = side.take(0, drop_stale=True)
         time.sleep(0.3)  # the workers run ahead as far as the gate lets them
         assert len(claimed) <= (0 + 1 + 1) * 2 + 1  # η = 1: two batches started, plus the lost chunk's slot
-        assert [g[0].seed for g in groups] == [0, 2] and stats["async/lost_episodes"] == 1.0
+        # one group of 3 episodes lost: lost_episodes counts episodes, not groups (issue 51, defect 6)
+        assert [g[0].seed for g in groups] == [0, 2] and stats["async/lost_episodes"] == 3.0
         side.advance(1)
         groups, _ = side.take(1, drop_stale=True)
         trained = [0, 2] + [g[0].seed for g in groups]
@@ -108,6 +109,84 @@ def test_stale_groups_are_dropped_or_kept_as_configured():
             assert groups[0][0].seed == (1 if drop else 0)
         finally:
             side.stop()
+
+
+def _take_in_a_thread(side, current, drop_stale, wait_s=20.0):
+    """side.take(current, drop_stale) on a thread: (its result or exception, whether it returned in wait_s)."""
+    out: dict = {}
+
+    def run():
+        try:
+            out["value"] = side.take(current, drop_stale=drop_stale)
+        except Exception as exc:  # what the trainer would see
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(wait_s)
+    return out, not thread.is_alive()
+
+
+def test_weights_that_never_reach_the_rollout_side_stop_the_drop_loop_with_the_cause():
+    """Issue 51, defect 1: no publish, so every turn keeps version 0 and every group is too old at version 2;
+    the drop loop used to spin forever (tens of thousands of seeds claimed). Now it stops after a bounded
+    number of drops with the cause and the fix."""
+    from agentgym.train.async_rl import RolloutsStalled
+
+    claimed: list[int] = []
+
+    def play(seeds, policy, version):
+        claimed.extend(seeds)
+        return [_traj(s, [policy.version]) for s in seeds]
+
+    side = _fake_rollouts(play, groups=2, chunk=1, workers=2, eta=0)
+    side.advance(2)  # the trainer is at version 2 and never published
+    try:
+        out, returned = _take_in_a_thread(side, 2, drop_stale=True)
+        assert returned, f"take() still spinning after 20 s ({len(claimed)} seeds claimed)"
+        error = out.get("error")
+        assert isinstance(error, RolloutsStalled), out
+        message = str(error)
+        assert "version 0 while the trainer is at 2" in message and "train.push_weights" in message
+        assert "\n" not in message
+        assert len(claimed) <= side.drop_limit() + 2 * side.workers + 2  # bounded, not tens of thousands
+    finally:
+        side.stop()
+
+
+def test_kept_stale_groups_report_the_version_lag_that_the_stale_weights_guard_reads():
+    """staleness=correct keeps the old groups: the version lag (here 3 > η + 1 = 1) is what the guard reads
+    before the update, since no token is fresh and logprob_diff cannot be measured."""
+    from agentgym.train.guardrails import BEFORE_UPDATE, GuardrailsSection, check
+
+    side = _fake_rollouts(lambda seeds, policy, version: [_traj(s, [policy.version]) for s in seeds], eta=0)
+    side.advance(3)
+    try:
+        out, returned = _take_in_a_thread(side, 3, drop_stale=False)
+        assert returned and "value" in out, out
+        _, stats = out["value"]
+    finally:
+        side.stop()
+    assert stats["async/rollout_version_lag"] == 3.0 and stats["async/allowed_version_lag"] == 1.0
+    fired = check(stats, GuardrailsSection(), BEFORE_UPDATE)
+    assert [(a.guard, action) for a, action in fired] == [("stale_weights", "stop")]
+    assert "never reach them" in fired[0][0].message
+    assert check({**stats, "async/rollout_version_lag": 1.0}, GuardrailsSection(), BEFORE_UPDATE) == []
+
+
+def test_with_no_fresh_token_logprob_diff_is_left_out_not_zero():
+    import numpy as np
+
+    from agentgym.train.batch import Sample, Scored, Targets
+    from agentgym.train.trainer import batch_stats
+
+    sample = Sample(np.array([1, 2, 3]), np.array([-1, 0, 0]), np.array([0.0, -0.5, -0.7]))
+    scored = Scored(old_logprobs=[np.array([-1.5, -2.0])], ref_logprobs=None, old_values=None)
+    targets = Targets(advantages=[np.array([1.0, 1.0])], returns=None, value_mask=None, segments=[np.array([0, 0])])
+    stale = batch_stats([sample], scored, targets, fresh=[np.array([False, False])])
+    assert "logprob_diff" not in stale and stale["async/fresh_token_share"] == 0.0
+    fresh = batch_stats([sample], scored, targets, fresh=[np.array([True, True])])
+    assert fresh["logprob_diff"] == pytest.approx(1.15)
 
 
 @pytest.mark.parametrize("start_order,first", [(False, 1), (True, 0)])
@@ -158,15 +237,17 @@ def test_eta_zero_one_worker_reproduces_the_sync_trainer_exactly(tmp_path: Path)
 
 def _record_batches(monkeypatch) -> list[list[Trajectory]]:
     """Every batch the async trainer takes off the queue (before drops), in order."""
-    batches: list[list[Trajectory]] = []
-    original = Trainer.collect_async
+    from agentgym.train.collectors.async_collector import AsyncCollector
 
-    def recording(self):
-        out = original(self)
-        batches.append(out[1])
+    batches: list[list[Trajectory]] = []
+    original = AsyncCollector.collect
+
+    def recording(self, iteration):
+        out = original(self, iteration)
+        batches.append(out.first)
         return out
 
-    monkeypatch.setattr(Trainer, "collect_async", recording)
+    monkeypatch.setattr(AsyncCollector, "collect", recording)
     return batches
 
 
@@ -181,14 +262,19 @@ def test_async_turns_span_versions_and_the_stale_weights_guard_reads_only_fresh_
     metrics = read_metrics(run)  # the stale_weights guard (stop) did not fire on the stale turns
     assert max(m["async/staleness_max"] for m in metrics) >= 1  # the workers ran ahead of the trainer
     assert len({k.policy_version for b in batches for t in b for k in t.turns}) >= 2
-    assert all(m["logprob_diff"] < 0.05 for m in metrics)
+    # measured over fresh turns only; a batch with none leaves the figure out (the version lag speaks then)
+    assert all(m["logprob_diff"] < 0.05 for m in metrics if m["async/fresh_token_share"] > 0)
+    assert all(("logprob_diff" in m) == (m["async/fresh_token_share"] > 0) for m in metrics)
+    assert all(m["async/rollout_version_lag"] <= m["async/allowed_version_lag"] for m in metrics)
 
 
 def test_a_failing_rollout_worker_loses_only_its_episodes(tmp_path: Path, monkeypatch):
+    from agentgym.train.collectors.async_collector import AsyncCollector
+
     batches = _record_batches(monkeypatch)
     calls = {"n": 0}
     lock = threading.Lock()
-    original = Trainer._play_async
+    original = AsyncCollector.play
 
     def flaky(self, seeds, policy, version):
         with lock:
@@ -198,11 +284,12 @@ def test_a_failing_rollout_worker_loses_only_its_episodes(tmp_path: Path, monkey
             raise RuntimeError("rollout worker killed")
         return original(self, seeds, policy, version)
 
-    monkeypatch.setattr(Trainer, "_play_async", flaky)
+    monkeypatch.setattr(AsyncCollector, "play", flaky)
     run = train(small_config(tmp_path, "train.iterations=2", "train.mode=async", "train.max_staleness=1",
                              "train.groups_per_rollout=1"))
     metrics = read_metrics(run)
-    assert metrics[-1]["async/lost_episodes"] == 1.0 and all(m["samples"] > 0 for m in metrics)
+    # one group of rollout.group_size=4 episodes lost (issue 51, defect 6: episodes, not groups)
+    assert metrics[-1]["async/lost_episodes"] == 4.0 and all(m["samples"] > 0 for m in metrics)
     seeds = _seeds(batches)
     assert 1 not in seeds and len(seeds) == len(set(seeds)) == 4  # seed 1's chunk was lost, no seed trained twice
 

@@ -80,3 +80,24 @@ def test_tool_guards_by_hand():
     fired = check({"tool_calls_unparsed": 1.0, "tool_error_share": 1.0}, section)
     assert [(a.guard, action) for a, action in fired] == [("unparsed_tool_calls", "stop"), ("tool_errors", "warn")]
     assert check({}, section) == []  # an env without tools logs no tool figures and fires nothing
+
+
+def test_unparsed_calls_stop_the_run_before_the_update_trains_on_them(tmp_path: Path, llama_writing_policy):
+    """Issue 51, defect 4: the unparsed-tool-calls guard (default stop) runs before the update, so a batch in
+    which no call parsed never moves the weights."""
+    import torch
+
+    from agentgym.train.trainer import Trainer
+
+    trainer = Trainer(load_config("toy_learning", [f"train.run_dir={tmp_path}", "train.iterations=2", *SMALL]))
+    try:
+        before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+        with pytest.raises(GuardrailError, match="never parses"):
+            trainer.step()
+        after = trainer.model.state_dict()
+        assert all(torch.equal(before[k], after[k]) for k in before), "the update trained on the bad batch"
+        assert not trainer.optimizer.state and trainer.iteration == 0
+        (metrics,) = read_metrics(tmp_path)
+        assert "policy_loss" not in metrics and metrics["guard/unparsed_tool_calls"] == 1.0
+    finally:
+        trainer.close()

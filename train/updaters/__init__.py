@@ -11,7 +11,10 @@ does not do is refused at load with the option's name and the fix (`refuse_unsup
   - archer      algorithm.estimator=archer in free generation: an off-policy Q/V critic over turns learnt
                 from a replay buffer, the token actor trained with its turn advantages
                 (train/updaters/archer.py); token PPO's loss options, no GAE critic, one process.
-Room is left for more (an asynchronous one): each adds its entry and its refusals here.
+  - lookahead   rollout.lookahead: the choice update of the looked-ahead turns (train/updaters/lookahead.py);
+                the choice update's refusals.
+Each entry names the learner class that runs it (train/learners/): adding an updater is its learner's file,
+its entry here (with its refusals) and its test.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ class Updater:
     name: str
     doc: str
     refusals: tuple[Refusal, ...] = ()
+    learner: str = ""  # "module:Class" of the train/learners/ class that runs it (imported when built)
 
 
 def _choice_refusals() -> tuple[Refusal, ...]:
@@ -99,19 +103,28 @@ def _archer_refusals() -> tuple[Refusal, ...]:
     )
 
 
+_L = "agentgym.train.learners."
 UPDATERS: dict[str, Updater] = {
-    "token_ppo": Updater("token_ppo", "clipped PPO over generated tokens (free generation)", _token_refusals()),
+    "token_ppo": Updater("token_ppo", "clipped PPO over generated tokens (free generation)", _token_refusals(),
+                         _L + "token_ppo:TokenPPO"),
     "choice_ppo": Updater("choice_ppo", "clipped PPO over the env's admissible actions (admissible mode)",
-                          _choice_refusals()),
+                          _choice_refusals(), _L + "choice:ChoicePPO"),
     "archer": Updater("archer", "off-policy turn critic from a replay buffer + token actor (ArCHer)",
-                      _archer_refusals()),
+                      _archer_refusals(), _L + "archer:ArcherActorCritic"),
+    "lookahead": Updater("lookahead", "choice PPO over the looked-ahead turns' play-outs (rollout.lookahead)",
+                         _choice_refusals(), _L + "lookahead:LookaheadChoice"),
 }
+
+
+def register_updater(updater: Updater) -> None:
+    """Add (or replace) an updater; `updater_for` chooses it when an estimator names it (Estimator.updater)."""
+    UPDATERS[updater.name] = updater
 
 
 def updater_for(config: Any) -> Updater:
     """The updater that trains `config` (a TrainConfig)."""
     if config.rollout.action_mode == "admissible":
-        return UPDATERS["choice_ppo"]
+        return UPDATERS["lookahead" if config.rollout.lookahead else "choice_ppo"]
     return UPDATERS[get_estimator(config.algorithm.estimator).updater or "token_ppo"]
 
 

@@ -1,0 +1,72 @@
+"""Token PPO: clipped PPO over the generated tokens, with every option of the algorithm section (IGPO's
+information-gain rewards, EPO's entropy regulariser, a GAE critic, async's decoupled PPO)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from agentgym.rollout import next_prompt_ids
+from agentgym.train.estimators.advantages import last_rows
+from agentgym.train.estimators.targets import build_targets, shape_rewards, with_epo
+from agentgym.train.health import signal_figures
+from agentgym.train.learners.base import Learner, LearnerContext, batch_stats, fresh_tokens
+from agentgym.train.updaters.losses import running_entropy
+from agentgym.train.updaters.token_ppo import ppo_update, score, state_values
+from agentgym.trajectory import Trajectory, TurnTable
+
+
+class TokenPPO(Learner):
+    name = "token_ppo"
+
+    def __init__(self, ctx: LearnerContext):
+        super().__init__(ctx)
+        self.epo_running: float | None = None  # EPO's running entropy H̄ (starts afresh on resume)
+
+    def update(self, collected: Any, samples: list[Any], iteration: int, metrics: dict[str, Any]) -> bool:
+        if not samples:
+            return False
+        cfg, a = self.cfg, self.cfg.algorithm
+        batch = collected.batch
+        self.ctx.sleep_engine()
+        if a.igpo.coef:  # IGPO: information-gain turn rewards before any estimator reads them
+            batch = self._with_info_gain(batch, metrics)
+        table = shape_rewards(a, TurnTable.from_trajectories(batch), batch, cfg.rollout.max_new_tokens)
+        scored = score(self.c, samples, cfg)
+        final = self._final_values(batch, table) if self.c.critic is not None else None
+        targets = build_targets(a, table, batch, samples, scored, final)
+        if a.regularisers.epo_coef:
+            targets = with_epo(targets, table, self.epo_running)
+        stats = ppo_update(self.c, samples, scored, targets, cfg, shuffle_seed=cfg.train.seed * 1_000_003 + iteration,
+                           dist=self.ctx.dist)
+        if stats.epo_micro:  # EPO's H̄ follows the batches' trajectory entropy
+            self.epo_running = running_entropy(self.epo_running, stats.epo_entropy / stats.epo_micro,
+                                               a.regularisers.epo_momentum)
+        metrics.update(stats.as_metrics())
+        metrics.update(batch_stats(samples, scored, targets, a.loss.tis_cap,
+                                   fresh_tokens(batch, samples, collected.fresh_version)))
+        masks = [s.mask[1:] for s in samples]  # the no_signal guard's finer figures
+        metrics.update(signal_figures(batch, [s.row[1:][m] for s, m in zip(samples, masks)],
+                                      [adv[m] for adv, m in zip(targets.advantages, masks)]))
+        return True
+
+    def _with_info_gain(self, batch: list[Trajectory], metrics: dict[str, Any]) -> list[Trajectory]:
+        from agentgym.train.estimators.igpo import info_gains, with_info_gain
+
+        c, a = self.c, self.cfg.algorithm
+        gains = info_gains(c.model, c.chat, batch, c.device, c.pad_id, a.igpo.mode,
+                           self.cfg.rollout.temperature, self.cfg.train.micro_batch_size)
+        scored = [g[:-1] for g, t in zip(gains, batch) if t.ground_truth and len(g) > 1]
+        flat = np.concatenate(scored) if scored else np.zeros(0)
+        metrics.update({"igpo/info_gain_mean": float(flat.mean()) if flat.size else 0.0,
+                        "igpo/scored_turns": float(flat.size)})
+        return with_info_gain(batch, gains, a.igpo.coef)
+
+    def _final_values(self, batch: Sequence[Trajectory], table: TurnTable) -> np.ndarray:
+        """Per table row: the critic's value of the state after a trajectory's last turn where the episode
+        was cut off (GAE bootstraps there), 0 elsewhere."""
+        r, c, final = self.cfg.rollout, self.c, np.zeros(len(table))
+        cut = np.flatnonzero(last_rows(table) & ~table.terminated)
+        prompts = [next_prompt_ids(c.chat, batch[table.traj[i]], r.layout, r.history_turns, c.tools) for i in cut]
+        final[cut] = state_values(c, prompts, self.cfg)
+        return final
