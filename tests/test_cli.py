@@ -1,4 +1,5 @@
 """agentgym list | info | check | play, in process where possible and through a real subprocess for play."""
+import os
 import subprocess
 import sys
 
@@ -181,3 +182,27 @@ def test_info_on_an_env_whose_dependency_is_missing(capsys, scratch_ids):
     assert main(["info", "test/InfoNoModule-v0"]) == 0
     out = capsys.readouterr().out
     assert "entry point:  no_such_plugin_xyz.env:Env" in out and "cannot make it here" in out
+
+
+def test_version_is_the_packages(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"agentgym {agentgym.__version__}"
+
+
+def test_a_closed_pipe_ends_quietly():
+    # `agentgym list | head -1`: the reader leaves after one line. A 4 KiB pipe (the listing is ~30 KiB) makes the
+    # command still be writing when it does, every time; it ends without a BrokenPipeError traceback.
+    fcntl = pytest.importorskip("fcntl")
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, getattr(fcntl, "F_SETPIPE_SZ", 1031), 4096)
+    proc = subprocess.Popen([sys.executable, "-m", "agentgym", "list"], stdout=write_end, stderr=subprocess.PIPE,
+                            text=True)
+    os.close(write_end)
+    with os.fdopen(read_end) as reader:
+        first = reader.readline()
+    _, err = proc.communicate(timeout=120)
+    assert first.startswith("agentgym/")
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert proc.returncode == 141
