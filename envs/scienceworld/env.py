@@ -7,8 +7,10 @@ score (0-100, times `score_scale`); success is a completed task with score 100; 
 simulator's valid action-object combinations (`valid_actions=True`, ~85 ms a step on one core; switch
 them off for speed). The anchor is the simulator's state: room, inventory and score. The oracle
 follows the simulator's gold action sequence, generated on first use (the simulator is deterministic,
-so it reloads the variation with the gold path and replays the episode so far; not for the two
-mendelian-genetics tasks, whose random pollination a replay need not repeat).
+so it reloads the variation with the gold path and replays the episode so far). A gold step the replayed
+world rejects is skipped, not repeated: in the two mendelian-genetics tasks pollination is random, so the
+replay can grow other seeds than the ones the gold path harvests by name; the path still ends with the
+answer the simulator's own experiment reached (`tasks.RANDOM_OUTCOME` gives the success that reaches).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from typing import Any
 from agentgym.core import TextEnv, make_info
 from agentgym.envs.scienceworld.expert import TASKS as EXPERT_TASKS, ClassifyExpert
 from agentgym.envs.scienceworld.simulator import Simulator, simulator_errors
-from agentgym.envs.scienceworld.tasks import NO_REPLAYABLE_GOLD_PATH, TASK_NAMES
+from agentgym.envs.scienceworld.tasks import TASK_NAMES
 from agentgym.errors import ConfigError
 from agentgym.tools import extract_tag
 
@@ -73,6 +75,7 @@ class ScienceWorldEnv(TextEnv):
         self._variation: int | None = None
         self._gold: list[str] | None = None
         self._history: list[str] = []
+        self._skipped: frozenset[int] = frozenset()  # gold-path steps this episode's world rejected
         self._score, self._done = 0, True
         self._cached: tuple[list[str], str] | None = None  # (admissible actions, anchor) of the current state
         self._templates: list[str] | None = None
@@ -155,6 +158,7 @@ class ScienceWorldEnv(TextEnv):
         server.reset()
         look = str(server.step("look around"))
         self._variation, self._history, self._score, self._done = variation, [], 0, False
+        self._skipped = frozenset()
         self._cached, self._awaiting_choice = None, False
         self.task_id = f"scienceworld/{self.task}/{variation}"
         obs = f"{server.freeActionTaskDesc()}\n\n{look}".strip()
@@ -186,6 +190,7 @@ class ScienceWorldEnv(TextEnv):
             self._history.append(command)
             self._awaiting_choice = text.startswith(_AMBIGUOUS)
         else:
+            self._skip_rejected_gold_step(command)
             text = self._invalid_hint(command, text)
         delta, self._score = score - self._score, score
         components = {"score": delta * self.score_scale} if delta else {}
@@ -264,14 +269,29 @@ class ScienceWorldEnv(TextEnv):
     # ------------------------------------------------------------------ oracle
     def oracle_plan(self) -> list[str]:
         """The rest of the gold path while the agent has followed it, else []."""
-        if self._done or self._variation is None or self.task in NO_REPLAYABLE_GOLD_PATH:
+        if self._done or self._variation is None:
             return []
         if self._gold is None:
             try:
                 self._reload_with_gold_path()
             except simulator_errors():
                 return []
-        return _remaining(self._history, [command_text(g) for g in self._gold or []], self._awaiting_choice)
+        gold = self._gold_commands()
+        i = _next_gold_step(self._history, gold, self._awaiting_choice, self._skipped)
+        return [] if i is None else [g for j, g in enumerate(gold[i:], i) if j not in self._skipped]
+
+    def _gold_commands(self) -> list[str]:
+        return [command_text(g) for g in self._gold or []]
+
+    def _skip_rejected_gold_step(self, command: str) -> None:
+        """The simulator rejected `command`: if it is the gold path's next step, the oracle skips it from now on
+        (a seed that pollination did not grow in this episode) instead of repeating it until the turn limit."""
+        if self._gold is None:
+            return
+        gold = self._gold_commands()
+        i = _next_gold_step(self._history, gold, self._awaiting_choice, self._skipped)
+        if i is not None and i < len(gold) and gold[i] == command:
+            self._skipped = self._skipped | {i}
 
     def _reload_with_gold_path(self) -> None:
         """Load the variation again with its gold path and replay this episode's accepted commands, asking
@@ -308,20 +328,32 @@ class ScienceWorldEnv(TextEnv):
         return f"{getattr(self, '_last_obs', '')}\n\n[{self.task_id} score {self._score}/100]"
 
 
-def _remaining(history: list[str], gold: list[str], awaiting_choice: bool) -> list[str]:
-    """The gold path after the commands played so far, or [] once they left it. Gold paths hold the
-    number answering an "Ambiguous request" where generating them met one; replaying does not always
-    meet the same question, so an unasked-for number is skipped."""
+def _next_gold_step(history: list[str], gold: list[str], awaiting_choice: bool,
+                    skipped: frozenset[int] = frozenset()) -> int | None:
+    """Where the gold path goes on after the commands played so far, or None once they left it. Gold paths
+    hold the number answering an "Ambiguous request" where generating them met one; replaying does not
+    always meet the same question, so an unasked-for number is passed over, as are the `skipped` steps
+    (ones this episode's world rejected)."""
     i = 0
+
+    def passable(j: int) -> bool:
+        return j in skipped or gold[j].isdigit()
+
     for command in history:
-        while i < len(gold) and gold[i] != command and gold[i].isdigit():
+        while i < len(gold) and gold[i] != command and passable(i):
             i += 1
         if i >= len(gold) or gold[i] != command:
-            return []
+            return None
         i += 1
-    while not awaiting_choice and i < len(gold) and gold[i].isdigit():
+    while i < len(gold) and (i in skipped or (not awaiting_choice and gold[i].isdigit())):
         i += 1
-    return gold[i:]
+    return i
+
+
+def _remaining(history: list[str], gold: list[str], awaiting_choice: bool) -> list[str]:
+    """The gold path after the commands played so far, or [] once they left it."""
+    i = _next_gold_step(history, gold, awaiting_choice)
+    return [] if i is None else gold[i:]
 
 
 _SPACES = re.compile(r"\s+")
