@@ -8,9 +8,6 @@ error is a `ConfigError` whose message says how to fix it (unknown keys get "did
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Sequence
@@ -22,9 +19,13 @@ from agentgym.horizon import CONTEXT_FIELDS, context_defaults, context_lines
 from agentgym.rollout import RolloutConfig
 from agentgym.train.algorithm import AlgorithmSection, MOVED_ALGORITHM_KEYS  # noqa: F401  (re-exported)
 from agentgym.train.estimators import get_estimator
-from agentgym.train.updaters import refuse_unsupported, updater_for
+from agentgym.train.updaters import refuse_unsupported
 from agentgym.train.sft.config import SFTSection
 from agentgym.train.guardrails import GuardrailsSection
+from agentgym.train.config_loader import (PRESET_DIR, build, options_dict, read_yaml,  # noqa: F401  (re-exported)
+                                          resolve_preset, with_overrides)
+from agentgym.train.collectors.async_collector import check_async, refuse_async_options
+from agentgym.train.collectors.lookahead import check_lookahead
 
 
 
@@ -256,6 +257,8 @@ class TrainSection:
     toward the initialisation). 1: the trained weights as they are."""
 
     def __post_init__(self) -> None:
+        if self.mode == "sync":
+            refuse_async_options(self)
         _check(0 < self.change_kept <= 1, f"train.change_kept is the share of the weight change kept, in (0, 1]: "
                                           f"got {self.change_kept}")
         _check(self.max_staleness >= 0, f"train.max_staleness must be >= 0, got {self.max_staleness}")
@@ -349,190 +352,22 @@ class TrainConfig:
                "train.change_kept interpolates the full weights of one process: set model.lora.enabled=false and "
                "train.distributed=none, or train.change_kept=1")
         if self.train.mode == "async":
-            _check_async(self)
+            check_async(self)
         if r.lookahead:
-            _check_lookahead(self)
+            check_lookahead(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The options as a nested dict (what `load_config` reads back); derived fields left out."""
-        return _options_dict(self)
-
-
-def _check_lookahead(cfg: TrainConfig) -> None:
-    """What rollout.lookahead > 0 cannot run with, each refused with its fix."""
-    r, t = cfg.rollout, cfg.train
-    fix = "or set rollout.lookahead=0"
-    _check(r.action_mode == "admissible", "rollout.lookahead tries other admissible actions: set "
-                                          f"rollout.action_mode=admissible, {fix}")
-    g = cfg.algorithm.gigpo
-    _check(cfg.algorithm.estimator == "gigpo" and g.step_weight == 1.0 and g.similarity is None,
-           "rollout.lookahead's advantages are GiGPO's step advantages alone, on the exact step group each "
-           "looked-ahead turn is: set algorithm.estimator=gigpo, algorithm.gigpo.step_weight=1 and "
-           f"algorithm.gigpo.similarity=null, {fix}")
-    _check(r.group_size == 1, "rollout.lookahead plays each task once greedily (its groups are a turn's play-outs): "
-                              f"set rollout.group_size=1, {fix}")
-    _check(t.mode == "sync" and t.distributed == "none",
-           f"rollout.lookahead runs in one synchronous process: set train.mode=sync and train.distributed=none, {fix}")
-    _check(not cfg.algorithm.dynamic_sampling, f"rollout.lookahead has no sampled groups to refill: set "
-                                               f"algorithm.dynamic_sampling=false, {fix}")
-    _check(not r.group_rewards, f"rollout.lookahead's play-outs are not a task's G rollouts: set "
-                                f"rollout.group_rewards=[], {fix}")
-    _check(not cfg.algorithm.regularisers.expert_coef, "rollout.lookahead's update does not replay demonstrations: "
-                                                      f"set algorithm.regularisers.expert_coef=0, {fix}")
-    _check(r.layout != "fold" and r.executor in ("serial", "thread"),
-           "rollout.lookahead restores env snapshots in-process and replays trajectory or step prompts: set "
-           f"rollout.executor=serial or thread and rollout.layout=trajectory or step, {fix}")
-
-
-def _check_async(cfg: TrainConfig) -> None:
-    """What train.mode=async cannot serve, refused with its fix."""
-    t, m, a = cfg.train, cfg.model, cfg.algorithm
-    fix = "or set train.mode=sync"
-    _check(t.distributed == "none", f"train.mode=async trains in one process: set train.distributed=none {fix}")
-    _check(updater_for(cfg).name == "token_ppo", f"train.mode=async runs the token PPO updater, not "
-           f"{updater_for(cfg).name}: use rollout.action_mode=generate and an estimator other than archer {fix}")
-    _check(not a.dynamic_sampling, f"train.mode=async takes finished groups as they come: set "
-                                   f"algorithm.dynamic_sampling=false {fix}")
-    _check(a.loss.tis_cap is not None, "train.mode=async trains with decoupled PPO, whose behaviour weight is capped "
-                                       f"by algorithm.loss.tis_cap: set it (e.g. 2.0) {fix}")
-    _check(t.groups_per_rollout <= cfg.rollout.groups,
-           f"train.groups_per_rollout must be <= rollout.groups ({cfg.rollout.groups}), got {t.groups_per_rollout}")
-    if m.policy.startswith("vllm:"):
-        _check(cfg.rollout.sleep_level == 0, "train.mode=async keeps the vLLM engine generating while the trainer "
-                                             f"updates: set rollout.sleep_level=0 {fix}")
-        _check(not m.lora.enabled, f"train.mode=async pushes full weights to the vLLM engine: set "
-                                   f"model.lora.enabled=false {fix}")
-
-
-def _options_dict(section: Any) -> dict[str, Any]:
-    return {f.name: _options_dict(v) if dataclasses.is_dataclass(v := getattr(section, f.name)) else _plain_copy(v)
-            for f in dataclasses.fields(section) if f.init}
-
-
-def _plain_copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _plain_copy(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_plain_copy(v) for v in value)
-    return value
+        return options_dict(self)
 
 
 # --------------------------------------------------------------------------------------- loading
 
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """Check/convert a YAML value to the annotated type; raise ConfigError saying what was expected."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where} must be a mapping of {tp.__name__} fields, got {value!r}")
-        return _build(tp, value, where)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for arg in (a for a in args if a is not type(None)):
-            try:
-                return _coerce(value, arg, where)
-            except ConfigError as exc:
-                errors.append(str(exc))
-        raise ConfigError(errors[0] if errors else f"{where}: bad value {value!r}")
-    if origin is Literal:
-        if value is False and "off" in args:  # YAML 1.1 reads a bare off (and no) as false
-            return "off"
-        if value not in args:
-            close = difflib.get_close_matches(str(value), [str(a) for a in args], n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"{where} must be one of {', '.join(map(str, args))}; got {value!r}.{hint}")
-        return value
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where} must be a list, got {value!r}")
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
-        if len(value) != len(args):
-            raise ConfigError(f"{where} must be a list of {len(args)} values, got {value!r}")
-        return tuple(_coerce(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
-    if origin is dict or tp is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where} must be a mapping, got {value!r}")
-        return dict(value)
-    if tp is Any:
-        return value
-    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if tp is float and isinstance(value, str):  # YAML 1.1 reads "2e-4" (no dot) as a string
-        try:
-            return float(value)
-        except ValueError:
-            raise ConfigError(f"{where} must be a number, got {value!r}") from None
-    if tp is bool and not isinstance(value, bool):
-        raise ConfigError(f"{where} must be true or false, got {value!r}")
-    if tp is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ConfigError(f"{where} must be an integer, got {value!r}")
-    if tp is str and not isinstance(value, str):
-        return str(value)
-    if isinstance(tp, type) and not isinstance(value, tp):
-        raise ConfigError(f"{where} must be {tp.__name__}, got {value!r}")
-    return value
-
-
-def _build(cls: type, data: dict[str, Any], where: str = "") -> Any:
-    hints = _hints(cls)
-    names = [f.name for f in dataclasses.fields(cls) if f.init]
-    kwargs = {}
-    moved = getattr(cls, "MOVED", {})
-    for key, value in data.items():
-        path = f"{where}.{key}" if where else key
-        if key in moved:
-            raise ConfigError(f"{path} moved: write {where}.{moved[key]}")
-        if key not in names:
-            close = difflib.get_close_matches(key, names, n=1)
-            hint = f" Did you mean {(where + '.' if where else '') + close[0]!r}?" if close else ""
-            raise ConfigError(f"unknown config key {path!r}.{hint} Known keys: {', '.join(names)}")
-        kwargs[key] = _coerce(value, hints[key], path)
-    try:
-        return cls(**kwargs)
-    except ConfigError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where or 'config'}: {exc}") from exc
-
-
-def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
-    keys = dotted.split(".")
-    node = data
-    for k in keys[:-1]:
-        node = node.setdefault(k, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"override {dotted!r}: {k!r} is not a section")
-    node[keys[-1]] = value
-
-
-def parse_override(text: str) -> tuple[str, Any]:
-    """'algorithm.gamma=0.9' -> ('algorithm.gamma', 0.9); the value is parsed as YAML."""
-    import yaml
-
-    if "=" not in text:
-        raise ConfigError(f"override {text!r} must look like section.key=value (e.g. algorithm.gamma=0.9)")
-    key, raw = text.split("=", 1)
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
-    return key.strip(), value
-
-
 def config_from_dict(data: dict[str, Any], overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
     """Build and validate a config from a nested dict plus dotted `key=value` overrides."""
-    data = _deep_copy(data or {})
-    for text in overrides:
-        _set_dotted(data, *parse_override(text))
+    data = with_overrides(data, overrides)
     _fill_env_context(data)
-    return _build(TrainConfig, data)
+    return build(TrainConfig, data)
 
 
 def _fill_env_context(data: dict[str, Any]) -> None:
@@ -558,38 +393,6 @@ def context_line(config: TrainConfig) -> str:
     return context_lines({r.env: chosen}, given)[0]
 
 
-def _deep_copy(d: Any) -> Any:
-    return {k: _deep_copy(v) for k, v in d.items()} if isinstance(d, dict) else d
-
-
 def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
     """Load a YAML file (or a preset name from train/configs/) and apply overrides."""
-    import yaml
-
-    data: dict[str, Any] = {}
-    if path:
-        p = resolve_preset(path)
-        try:
-            data = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{p}: not valid YAML ({exc})") from exc
-        if not isinstance(data, dict):
-            raise ConfigError(f"{p}: the top level must be a mapping of sections (model:, rollout:, ...)")
-    return config_from_dict(data, overrides)
-
-
-PRESET_DIR = Path(__file__).parent / "configs"
-
-
-def resolve_preset(path: str | Path) -> Path:
-    """A YAML path, or the name of a preset in train/configs/ (with or without .yaml)."""
-    p = Path(path)
-    if p.exists():
-        return p
-    for candidate in (PRESET_DIR / p.name, PRESET_DIR / f"{p.name}.yaml"):
-        if candidate.exists():
-            return candidate
-    presets = sorted(q.stem for q in PRESET_DIR.glob("*.yaml"))
-    close = difflib.get_close_matches(p.stem, presets, n=1)
-    hint = f" Did you mean preset {close[0]!r}?" if close else ""
-    raise ConfigError(f"config file {str(path)!r} not found.{hint} Presets: {', '.join(presets)}")
+    return config_from_dict(read_yaml(path) if path else {}, overrides)

@@ -152,3 +152,16 @@ def test_a_bare_off_switches_a_guard_off():
     assert cfg.train.guardrails.no_signal == "off" and cfg.train.guardrails.collapse == "off"
     with pytest.raises(ConfigError, match="must be one of"):
         load_config("toy_learning", ["train.guardrails.no_signal=true"])
+
+
+@pytest.mark.parametrize("option", ["train.max_staleness=2", "train.staleness=correct", "train.batch_order=start",
+                                    "train.rollout_workers=3", "train.groups_per_rollout=1"])
+def test_async_only_options_in_sync_mode_are_refused_with_the_fix(option):
+    """Issue 51, defect 5: the sync loop would ignore them silently."""
+    name = option.split("=")[0]
+    with pytest.raises(ConfigError) as err:
+        load_config("toy_learning", [option])
+    message = str(err.value)
+    assert message.startswith(f"{option} only applies to train.mode=async") and "\n" not in message
+    assert f"set train.mode=async, or drop {name}" in message
+    load_config("toy_learning", [option, "train.mode=async", "algorithm.loss.tis_cap=2.0"])  # where it applies

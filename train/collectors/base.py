@@ -7,6 +7,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from agentgym.errors import ConfigError
 from agentgym.rollout import RolloutConfig, rollout
 from agentgym.rubric import apply_group_rewards
 from agentgym.train.guardrails import drop_mixed_groups
@@ -91,6 +92,12 @@ class Collector:
 
     def close(self) -> None:
         """Stop what the collector started."""
+
+
+def refuse_unless(ok: bool, message: str) -> None:
+    """A config check of a collector's options: a ConfigError whose message says how to fix it."""
+    if not ok:
+        raise ConfigError(message)
 
 
 def turn_cap(config: Any, iteration: int) -> int | None:

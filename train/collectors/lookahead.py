@@ -3,8 +3,9 @@ failed play's chosen turns (agentgym/lookahead.py); the learner trains the looke
 from __future__ import annotations
 
 import random
+from typing import Any
 
-from agentgym.train.collectors.base import Collected, Collector, turn_cap
+from agentgym.train.collectors.base import refuse_unless, Collected, Collector, turn_cap
 
 
 class LookaheadCollector(Collector):
@@ -24,3 +25,29 @@ class LookaheadCollector(Collector):
                                 env_kwargs=dict(r.env_kwargs) or None, start_group_id=seeds[0],
                                 reset_options={"split": "train"})
         return Collected(got.trunks + got.branches, got.trunks, ctx.sanity(got.trunks), got.decisions)
+
+
+def check_lookahead(cfg: Any) -> None:
+    """What rollout.lookahead > 0 cannot run with, each refused with its fix."""
+    r, t = cfg.rollout, cfg.train
+    fix = "or set rollout.lookahead=0"
+    refuse_unless(r.action_mode == "admissible", "rollout.lookahead tries other admissible actions: set "
+                                          f"rollout.action_mode=admissible, {fix}")
+    g = cfg.algorithm.gigpo
+    refuse_unless(cfg.algorithm.estimator == "gigpo" and g.step_weight == 1.0 and g.similarity is None,
+           "rollout.lookahead's advantages are GiGPO's step advantages alone, on the exact step group each "
+           "looked-ahead turn is: set algorithm.estimator=gigpo, algorithm.gigpo.step_weight=1 and "
+           f"algorithm.gigpo.similarity=null, {fix}")
+    refuse_unless(r.group_size == 1, "rollout.lookahead plays each task once greedily (its groups are a turn's play-outs): "
+                              f"set rollout.group_size=1, {fix}")
+    refuse_unless(t.mode == "sync" and t.distributed == "none",
+           f"rollout.lookahead runs in one synchronous process: set train.mode=sync and train.distributed=none, {fix}")
+    refuse_unless(not cfg.algorithm.dynamic_sampling, f"rollout.lookahead has no sampled groups to refill: set "
+                                               f"algorithm.dynamic_sampling=false, {fix}")
+    refuse_unless(not r.group_rewards, f"rollout.lookahead's play-outs are not a task's G rollouts: set "
+                                f"rollout.group_rewards=[], {fix}")
+    refuse_unless(not cfg.algorithm.regularisers.expert_coef, "rollout.lookahead's update does not replay demonstrations: "
+                                                      f"set algorithm.regularisers.expert_coef=0, {fix}")
+    refuse_unless(r.layout != "fold" and r.executor in ("serial", "thread"),
+           "rollout.lookahead restores env snapshots in-process and replays trajectory or step prompts: set "
+           f"rollout.executor=serial or thread and rollout.layout=trajectory or step, {fix}")
