@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from agentgym.errors import ConfigError, require
+from agentgym.train.gateway.merge import session_summary
 from agentgym.train.gateway.protocol import GatewayError, completion_body, stream_chunks
 from agentgym.train.gateway.service import ClientGone, Gateway
 
@@ -110,7 +111,7 @@ def create_app(gateway: Gateway) -> Any:
         return JSONResponse({"id": session.id, "api_key": session.id, "object": "session"})
 
     async def show(request: Any) -> Any:
-        return JSONResponse(gateway.session(request.path_params["sid"]).summary())
+        return JSONResponse(session_summary(gateway.session(request.path_params["sid"])))
 
     async def reward(request: Any) -> Any:
         body = await _body(request, limit)
@@ -119,7 +120,7 @@ def create_app(gateway: Gateway) -> Any:
                                param="reward")
         session = gateway.reward(request.path_params["sid"], float(body["reward"]), _optional(body, "call", int),
                                  _optional(body, "success", bool))
-        return JSONResponse(session.summary())
+        return JSONResponse(session_summary(session))
 
     async def close(request: Any) -> Any:
         body = await _body(request, limit)
@@ -128,7 +129,7 @@ def create_app(gateway: Gateway) -> Any:
         value = _optional(body, "reward", (int, float))
         session = gateway.close_session(request.path_params["sid"], None if value is None else float(value),
                                         _optional(body, "success", bool), _optional(body, "error", str))
-        return JSONResponse(session.summary())
+        return JSONResponse(session_summary(session))
 
     async def health(request: Any) -> Any:
         return JSONResponse({"status": "ok", "sessions": gateway.store.counts(), "served": gateway.served,

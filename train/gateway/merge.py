@@ -23,7 +23,7 @@ group that answered the same message acted from the same state, which is what Gi
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from agentgym.trajectory import Trajectory, Turn
 from agentgym.train.gateway.sessions import Call, Session
@@ -79,3 +79,12 @@ def session_trajectory(session: Session, group_id: int, sample_index: int, env_i
                       sample_index=sample_index, turns=tuple(turns), success=bool(success) and error is None,
                       end_reason="failed" if error else "terminated", task_id=str(session.task or ""),
                       error=error, task=str(session.task or ""))
+
+
+def session_summary(session: Session) -> dict[str, Any]:
+    """What GET /v1/sessions/ID shows: status, counts, rewards (JSON types)."""
+    return {"id": session.id, "object": "session", "status": session.status, "task": session.task,
+            "group": session.group, "sample": session.sample, "calls": len(session.calls),
+            "segments": len(segments(session.calls)), "lost_calls": session.lost_calls, "reward": session.reward,
+            "success": session.success, "call_rewards": {str(k): v for k, v in sorted(session.call_rewards.items())},
+            "error": session.error}

@@ -19,6 +19,7 @@ from agentgym.chat import ChatFormat
 from agentgym.policy import GenerationRequest
 from agentgym.toolcall_formats import ToolCall, get_format
 from agentgym.train.gateway.engine import Engine
+from agentgym.train.gateway.merge import session_summary, session_trajectory
 from agentgym.train.gateway.protocol import Answer, ChatRequest, GatewayError, logprob_content, parse_chat_request, \
     tool_call_objects
 from agentgym.train.gateway.sessions import Call, Session, SessionStore
@@ -68,9 +69,7 @@ class Gateway:
                       error: str | None = None) -> Session:
         session = self.store.close(sid, reward, success, error)
         if self.record:  # a reward sent later (POST .../reward after close) is not in this line
-            from agentgym.train.gateway.merge import session_trajectory
-
-            line = json.dumps({"session": session.summary(),
+            line = json.dumps({"session": session_summary(session),
                                "trajectory": session_trajectory(session, session.group, session.sample).to_dict()})
             with open(self.record, "a") as f:
                 f.write(line + "\n")

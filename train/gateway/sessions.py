@@ -59,14 +59,6 @@ class Session:
     completions_by_text: dict[str, tuple[int, ...]] = field(default_factory=dict)
     completions_by_tool_call: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
-    def summary(self) -> dict[str, Any]:
-        from agentgym.train.gateway.merge import segments
-
-        return {"id": self.id, "object": "session", "status": self.status, "task": self.task, "group": self.group,
-                "sample": self.sample, "calls": len(self.calls), "segments": len(segments(self.calls)),
-                "lost_calls": self.lost_calls, "reward": self.reward, "success": self.success,
-                "call_rewards": {str(k): v for k, v in sorted(self.call_rewards.items())}, "error": self.error}
-
 
 class SessionStore:
     """Open and closed sessions; at most `max_open` open at once (more are refused: the bound on concurrent
