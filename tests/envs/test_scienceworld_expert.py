@@ -1,0 +1,77 @@
+"""The fair ScienceWorld expert (classification tasks 4-1..4-4) explores for the thing; never the gold path."""
+from __future__ import annotations
+
+import pytest
+
+from agentgym.envs.scienceworld.expert import TASKS, ClassifyExpert, animal_of
+
+TASK = ("Task Description:\nYour task is to find a(n) animal. First, focus on the thing. Then, move it to the red "
+        "box in the kitchen.\n\n")
+
+
+def play(env, seed: int, max_turns: int = 40) -> tuple[bool, list[str]]:
+    env.reset(seed=seed, options={"split": "train"})
+    actions: list[str] = []
+    for _ in range(max_turns):
+        action = env.unwrapped.expert_action()
+        if action is None:
+            return False, actions
+        actions.append(action)
+        _, _, term, trunc, info = env.step(action)
+        if term or trunc:
+            return bool(info["success"]), actions
+    return False, actions
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", TASKS)
+def test_fair_expert_solves_train_variations_without_the_gold_path(task, monkeypatch):
+    """Stated rate: 100% of train variations of the four tasks with simplifications=easy (measured 16/16 on
+    seeds 0-3 of each). The gold path is made to raise: the expert never asks for it."""
+    pytest.importorskip("scienceworld")
+    import agentgym
+    from agentgym.envs.scienceworld.env import ScienceWorldEnv
+
+    def hidden(self):
+        raise AssertionError("the fair expert read the gold path")
+    monkeypatch.setattr(ScienceWorldEnv, "oracle_plan", hidden)
+    env = agentgym.make(f"agentgym/ScienceWorld-{task}-v0", simplifications="easy")
+    try:
+        results = [play(env, seed) for seed in range(2)]
+    finally:
+        env.close()
+    assert all(ok for ok, _ in results), results
+
+
+def test_expert_looks_in_rooms_the_task_does_not_name():
+    """Where the animal is, the task does not say: the expert teleports to rooms it has not seen, looks, and
+    takes the first animal a listing shows to the named box."""
+    e = ClassifyExpert()
+    e.observe(TASK + "This room is called the hallway. In it, you see: \n\tthe agent\n\ta picture\nYou also see:\n"
+              "\tA door to the kitchen (that is open)")
+    rooms = ["teleport to hallway", "teleport to kitchen", "teleport to outside"]
+    assert e.act(["look around", *rooms]) == "teleport to kitchen"
+    e.observe("You teleport to the kitchen.")
+    assert e.act(["look around", *rooms]) == "look around"
+    e.observe("This room is called the kitchen. In it, you see: \n\tthe agent\n\ta red box (containing nothing)\n")
+    assert e.act(["look around", *rooms]) == "teleport to outside"
+    e.observe("You teleport to the outside.")
+    e.act(["look around"])
+    e.observe("This outside location is called the outside. Here you see: \n\tthe agent\n\tan axe\n\ta dove egg\n")
+    assert e.act(["focus on axe", "focus on dove", "pick up dove", *rooms]) == "focus on dove"
+    e.observe("You focus on the dove egg.")
+    assert e.act(["focus on dove", "pick up dove", *rooms]) == "pick up dove"
+    e.observe("You move the dove to the inventory.")
+    assert e.act(["look around", *rooms]) == "teleport to kitchen"
+    e.observe("You teleport to the kitchen.")
+    assert e.act(["move dove to red box", "move red box to dove", "move axe to red box"]) == "move dove to red box"
+
+
+def test_no_path_and_other_tasks():
+    e = ClassifyExpert()
+    e.observe(TASK + "This room is called the hallway. In it, you see: \n\tthe agent\n")
+    assert e.act(["teleport to hallway"]) is None  # every room seen, no animal: no path, never a guess
+    other = ClassifyExpert()
+    other.observe("Task Description:\nYour task is to boil water.\n")
+    assert other.act(["look around"]) is None  # not one of its four tasks
+    assert animal_of("blue jay egg") == "blue jay" and animal_of("axe") is None
