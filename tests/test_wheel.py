@@ -98,7 +98,8 @@ def test_sdist_holds_the_package_sources(dists):
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     missing = sorted(f for f in _package_files() if f not in names)
     assert not missing, f"{len(missing)} package file(s) not in the sdist: {missing}"
-    assert {"pyproject.toml", "setup.py", "README.md"} <= names
+    assert {"pyproject.toml", "setup.py", "README.md", "CHANGELOG.md", "mkdocs.yml", "constraints/cpu.txt",
+            "docs/index.md", "docs/hooks/agentgym_docs.py"} <= names   # MANIFEST.in
 
 
 def _run(cmd, cwd, env, timeout=600):
