@@ -25,7 +25,7 @@ deps=$(python3 - <<'EOF'
 import tomllib
 with open("pyproject.toml", "rb") as f:
     project = tomllib.load(f)
-print(" ".join(project["project"]["dependencies"] + ["setuptools>=68", "wheel"]))
+print(" ".join(project["project"]["dependencies"] + project["build-system"]["requires"] + ["wheel"]))
 EOF
 )
 # shellcheck disable=SC2086  # one argument per requirement
