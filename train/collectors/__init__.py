@@ -56,3 +56,4 @@ register_collector("sync", _P + "sync:SyncCollector")
 register_collector("broadcast", _P + "sync:BroadcastCollector")
 register_collector("async", _P + "async_collector:AsyncCollector")
 register_collector("lookahead", _P + "lookahead:LookaheadCollector")
+register_collector("gateway", "agentgym.train.gateway.training:GatewayTrainCollector")  # an outside harness's sessions
