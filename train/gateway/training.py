@@ -18,50 +18,42 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agentgym.errors import ConfigError
+from agentgym.train.collectors import collector_class
+from agentgym.train.collectors.base import Collected, Collector
 from agentgym.train.gateway.app import GatewayServer
 from agentgym.train.gateway.collector import GatewayCollector, Harness
 from agentgym.train.gateway.service import Gateway, GatewayConfig
 
 
-class TrainerCollector:
-    """A `GatewayCollector` in the shape of the trainer's collector registry (train/collectors/base.py:
-    `collect` -> `Collected`, `state_dict`, `eval_policy`, `take_weights`, `advance`, `close`)."""
+class GatewayTrainCollector(Collector):
+    """The trainer's collector registry entry "gateway" (train/collectors/): a `GatewayCollector`'s batches as
+    `Collected`. It plays an outside harness, which a config does not name, so it is built with one
+    (`attach`, `train_harness`); built from a config alone it refuses with the way to run it."""
 
     name = "gateway"
 
-    def __init__(self, inner: GatewayCollector):
+    def __init__(self, ctx: Any, state: dict[str, Any], inner: GatewayCollector | None = None):
+        if inner is None:
+            raise ConfigError("the gateway collector plays an outside harness, which a config cannot name: train it "
+                              "with agentgym.train.gateway.training.train_harness(config, harness, tasks) "
+                              "(docs/guide/gateway.md)")
+        super().__init__(ctx, state)
         self.inner = inner
+        inner.next_seed = self.next_seed   # a resumed run goes on with fresh tasks
 
-    def collect(self, iteration: int) -> Any:
-        from agentgym.train.collectors.base import Collected
-
-        return Collected(*self.inner.collect(iteration))
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"next_seed": self.inner.next_seed}
-
-    def eval_policy(self) -> Any:
-        return None
-
-    def take_weights(self, model: Any, version: int) -> bool:
-        return False   # the trainer pushes them to its policy, which the gateway generates with
-
-    def advance(self, iteration: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+    def collect(self, iteration: int) -> Collected:
+        batch, first, stats = self.inner.collect(iteration)
+        self.next_seed = self.inner.next_seed
+        return Collected(batch, first, stats)
 
 
 def attach(trainer: Any, collector: GatewayCollector) -> None:
-    """Make `trainer` collect its batches through `collector`: as its collector object where the trainer has
-    the collector registry, else in place of its `collect` method."""
-    if hasattr(trainer, "collector"):
-        if trainer.collector is not None:
-            trainer.collector.close()
-        trainer.collector = TrainerCollector(collector)
-    else:
-        trainer.collect = collector.collect
+    """Make `trainer` collect through `collector`: its registry's "gateway" collector replaces the one it
+    built, keeping that one's state (the next task seed)."""
+    built = trainer.collector
+    state = built.state_dict()
+    built.close()
+    trainer.collector = collector_class("gateway")(built.ctx, state, collector)
 
 
 def gateway_for(config: Any, policy: Any, chat: Any, workers: int) -> Gateway:
