@@ -12,6 +12,7 @@ reference's bit for bit and its records (metrics.jsonl rows, rollouts.jsonl epis
 once: no episode lost, none trained twice.
 
 Where each kill landed is read from the run dir afterwards, not assumed from the timing aimed at:
+    log write          metrics.jsonl or rollouts.jsonl ends in a line cut short (not aimed at: found)
     checkpoint write   a `.tmp-ckpt-N` folder was left (torn), or the iteration's metrics row is out but its
                        checkpoint is not yet published
     update             the iteration's episodes are in rollouts.jsonl, its metrics row is not (the gradient
@@ -46,7 +47,7 @@ from typing import Any
 
 CONFIG = ["toy_learning", "rollout.groups=2", "rollout.group_size=4", "eval.every=0", "checkpoint.every=1",
           "checkpoint.keep=2", "train.mini_batches=2"]
-PHASES = ("rollout", "update", "checkpoint", "startup")
+PHASES = ("rollout", "update", "checkpoint", "startup")  # aimed at; "log write" is only ever found (see landed)
 
 
 # ------------------------------------------------------------------ launching and killing a training process
@@ -144,8 +145,20 @@ def started(run_dir: Path, launched_at: float) -> bool:
         return False
 
 
+def torn(run_dir: Path) -> list[str]:
+    """The run's JSONL logs whose last line was cut by the kill (no final newline)."""
+    out = []
+    for name in ("metrics.jsonl", "rollouts.jsonl"):
+        path = run_dir / name
+        if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+            out.append(name)
+    return out
+
+
 def landed(run_dir: Path, launched_at: float) -> str:
     """Where a kill landed, read from the run dir (see the module docstring)."""
+    if torn(run_dir):
+        return "log write"
     if list(run_dir.glob(".tmp-ckpt-*")) or list(run_dir.glob(".old-ckpt-*")):
         return "checkpoint"
     if not started(run_dir, launched_at):
@@ -286,7 +299,7 @@ def plan_trial(rng: random.Random, iterations: int, kills: int) -> list[tuple[st
 
 
 def run_trial(trial: int, work: Path, iterations: int, launch: str, extra: list[str], timing: Timing,
-              rng: random.Random, kills: int, corrupt_share: float) -> tuple[Path, list[Fault], int]:
+              rng: random.Random, kills: int, corrupt_share: float) -> tuple[Path, list[Fault], int, str | None]:
     run_dir = work / f"trial-{trial}"
     log = work / f"trial-{trial}.log"
     argv = [*CONFIG, f"train.iterations={iterations}", f"train.run_dir={run_dir}", *extra]
@@ -305,13 +318,20 @@ def run_trial(trial: int, work: Path, iterations: int, launch: str, extra: list[
             fault.corrupted = corrupt_newest(run_dir, rng)
         faults.append(fault)
         resume = ["checkpoint.resume=auto"]
+    failure = None
     if published(run_dir) < iterations:
         run = Run(argv + resume, log, launch)
         launches += 1
-        code = run.wait(1800)
-        if code != 0:
-            raise SystemExit(f"trial {trial}: the final resume exited {code}; see {log}")
-    return run_dir, faults, launches
+        if run.wait(1800) != 0:  # recorded, not hidden: the trial is not exact, the campaign goes on
+            failure = last_error(log)
+    return run_dir, faults, launches, failure
+
+
+def last_error(log: Path) -> str:
+    """The exception line a crashed run ended its log with (its type and message)."""
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    errors = [ln for ln in lines if not ln.startswith((" ", "Traceback", "context for", "Writing"))]
+    return (errors or lines or ["(no output)"])[-1][:300]
 
 
 def preimport() -> None:
@@ -338,17 +358,19 @@ def campaign(faults: int, iterations: int, seed: int, launch: str, work: Path, o
     every: list[Fault] = []
     trial = 0
     while len(every) < faults:
-        run_dir, got, launches = run_trial(trial, work, iterations, launch, overrides, timing, rng,
-                                           min(kills_per_trial, faults - len(every)), corrupt_share)
+        run_dir, got, launches, failure = run_trial(trial, work, iterations, launch, overrides, timing, rng,
+                                                    min(kills_per_trial, faults - len(every)), corrupt_share)
         got_rows, got_episodes = record_counts(run_dir)
         refused = (work / f"trial-{trial}.log").read_text(errors="replace").count("is damaged and is skipped")
         lost, twice = episodes_lost_and_twice(ref_episodes, got_episodes)
-        diff = weight_difference(ref_weights, weights(run_dir))
-        table.append((trial, got, launches, diff, lost, twice, got_rows == ref_rows, refused))
+        diff = weight_difference(ref_weights, weights(run_dir)) if failure is None else float("nan")
+        table.append((trial, got, launches, diff, lost, twice, got_rows == ref_rows, refused, failure))
         every += got
         print(f"trial {trial}: {len(got)} kills ({', '.join(f'{f.landed}@{f.iteration}' for f in got) or 'none'}), "
-              f"max |w - w_ref| = {diff:.3g}, episodes lost {lost}, twice {twice}, metrics rows "
-              f"{'each once' if got_rows == ref_rows else 'DIFFER'}, damaged checkpoints refused {refused}", flush=True)
+              + (f"RESUME FAILED: {failure}" if failure else
+                 f"max |w - w_ref| = {diff:.3g}, episodes lost {lost}, twice {twice}, metrics rows "
+                 f"{'each once' if got_rows == ref_rows else 'DIFFER'}, damaged checkpoints refused {refused}"),
+              flush=True)
         trial += 1
         if trial > 4 * faults:
             raise SystemExit("too few kills landed: the runs end before the aimed moments (try more iterations)")
@@ -374,18 +396,17 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="agentgym-faults-"))
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    try:
-        table, faults = campaign(args.faults, args.iterations, args.seed, args.launch, work, args.overrides,
-                                 args.kills_per_trial, args.corrupt_share)
-    finally:
-        if args.work is None:
-            shutil.rmtree(work, ignore_errors=True)
+    table, faults = campaign(args.faults, args.iterations, args.seed, args.launch, work, args.overrides,
+                             args.kills_per_trial, args.corrupt_share)  # a failure keeps `work` for its logs
+    if args.work is None:
+        shutil.rmtree(work, ignore_errors=True)
     print_table(table, faults, time.monotonic() - t0)
 
 
 def trial_exact(row: tuple) -> bool:
-    _, faults, _, diff, lost, twice, rows_ok, refused = row
-    return diff == 0.0 and not lost and not twice and rows_ok and refused >= sum(1 for f in faults if f.corrupted)
+    _, faults, _, diff, lost, twice, rows_ok, refused, failure = row
+    return failure is None and diff == 0.0 and not lost and not twice and rows_ok and \
+        refused >= sum(1 for f in faults if f.corrupted)
 
 
 def print_table(table: list[tuple], faults: list[Fault], wall_s: float) -> None:
@@ -395,17 +416,19 @@ def print_table(table: list[tuple], faults: list[Fault], wall_s: float) -> None:
           "| trained twice | exact |")
     print("|---|---|---|---|---|---|---|---|")
     for row in table:
-        trial, fs, launches, diff, lost, twice, _, refused = row
+        trial, fs, launches, diff, lost, twice, _, refused, failure = row
         kills = ", ".join(f"{f.landed}@{f.iteration}" + (f" + corrupt {f.corrupted}" if f.corrupted else "")
                           for f in fs)
-        print(f"| {trial} | {kills or '-'} | {launches} | {refused} | {diff:.3g} | {lost} | {twice} | "
-              f"{'yes' if trial_exact(row) else 'NO'} |")
+        verdict = "yes" if trial_exact(row) else f"NO: resume failed ({failure})" if failure else "NO"
+        print(f"| {trial} | {kills or '-'} | {launches} | {refused} | {diff:.3g} | {lost} | {twice} | {verdict} |")
     print()
-    print(f"faults injected: {len(faults)} SIGKILLs ({', '.join(f'{p} {landed_counts[p]}' for p in PHASES)}); "
+    print(f"faults injected: {len(faults)} SIGKILLs "
+          f"({', '.join(f'{p} {landed_counts[p]}' for p in (*PHASES, 'log write'))}); "
           f"{sum(1 for f in faults if f.corrupted)} followed by a flipped byte in the newest checkpoint")
     print(f"resumes exact: {sum(map(trial_exact, table))} of {len(table)} trials (final weights bit-identical to "
           "the unkilled run, every iteration's records once, each damaged checkpoint refused)")
-    print(f"episodes lost: {sum(r[4] for r in table)}; trained twice: {sum(r[5] for r in table)}; "
+    print(f"episodes lost: {sum(r[4] for r in table if r[8] is None)}; trained twice: "
+          f"{sum(r[5] for r in table if r[8] is None)}; resumes that crashed: {sum(r[8] is not None for r in table)}; "
           f"wall {wall_s:.0f} s")
 
 
