@@ -25,6 +25,14 @@ def test_an_in_training_eval_is_refused(tmp_path):
         train_harness(config(tmp_path, 1, "eval.every=1"), lambda run: 0.0, lambda seed: {})
 
 
+def test_the_registry_names_the_gateway_collector_and_a_config_alone_cannot_build_it():
+    from agentgym.train.collectors import build_collector, collectors
+
+    assert "gateway" in collectors()
+    with pytest.raises(ConfigError, match="train_harness"):
+        build_collector("gateway", None, {})
+
+
 @pytest.mark.slow
 def test_the_example_harness_learns_through_the_gateway(tmp_path):
     pytest.importorskip("openai")
