@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agentgym.errors import ConfigError
-from agentgym.train.estimators import get_estimator
 
 
 def _check(ok: bool, message: str) -> None:
@@ -248,7 +247,6 @@ class AlgorithmSection:
     MOVED: typing.ClassVar[dict[str, str]] = MOVED_ALGORITHM_KEYS
 
     def __post_init__(self) -> None:
-        get_estimator(self.estimator)  # an unknown name fails here, with a did-you-mean
         _check(0.0 <= self.gamma <= 1.0, f"algorithm.gamma must be in [0, 1], got {self.gamma}")
         _check(0.0 <= self.negative_scale <= 1.0,
                f"algorithm.negative_scale must be in [0, 1] (1 keeps negative advantages), got {self.negative_scale}")

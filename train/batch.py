@@ -12,6 +12,10 @@ import numpy as np
 
 from agentgym.chat import ChatFormat
 
+TrainConfig = Any
+"""train/config.py's TrainConfig, as the updaters annotate it: config.py imports the updater registry (its refusals),
+so the updaters name the type without importing it (one arrow, downward)."""
+
 
 @dataclass(frozen=True)
 class Sample:

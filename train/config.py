@@ -19,7 +19,7 @@ from agentgym.horizon import CONTEXT_FIELDS, context_defaults, context_lines
 from agentgym.rollout import RolloutConfig
 from agentgym.train.algorithm import AlgorithmSection, MOVED_ALGORITHM_KEYS  # noqa: F401  (re-exported)
 from agentgym.train.estimators import get_estimator
-from agentgym.train.updaters import refuse_unsupported
+from agentgym.train.updaters import refuse_unsupported, updater_for
 from agentgym.train.sft.config import SFTSection
 from agentgym.train.guardrails import GuardrailsSection
 from agentgym.train.config_loader import (PRESET_DIR, build, options_dict, read_yaml,  # noqa: F401  (re-exported)
@@ -74,7 +74,8 @@ class VLLMSection:
 class ModelSection:
     policy: str = "hf:smollm2-135m-instruct"
     """What trains and rolls out: hf:MODEL, checkpoint:DIR, tiny:keydoor, or vllm:SPEC (SPEC one of those:
-    the trainer trains its HF weights, a vLLM engine rolls out and gets the weights after each update)."""
+    the trainer trains its HF weights, a vLLM engine rolls out and gets the weights after each update; a
+    plug-in back end registered with `rollout=` trains the same way, KIND:SPEC; policies/registry.py)."""
     init_from_config: dict[str, Any] = field(default_factory=dict)
     """If set, build a randomly initialised model from this HF config dict (e.g. {model_type: qwen2,
     hidden_size: 896, ...}) with the tokenizer of `policy`, instead of loading `policy`'s weights."""
@@ -314,6 +315,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         a, m, r = self.algorithm, self.model, self.rollout
+        get_estimator(a.estimator)  # an unknown name fails first, with a did-you-mean
         refuse_unsupported(self)  # what the chosen updater cannot do, named with its fix
         estimator = get_estimator(a.estimator)
         if estimator.needs_critic:
@@ -344,7 +346,7 @@ class TrainConfig:
                "sft demonstrations are laid out as trajectory or step samples: set rollout.layout=trajectory or "
                "step with sft.enabled, or train with layout=fold without the sft stage")
         _check(self.eval.every >= 0 and self.checkpoint.every >= 0, "eval.every and checkpoint.every must be >= 0")
-        _check(self.train.push_weights or m.policy.startswith("vllm:"),
+        _check(self.train.push_weights or split_model_spec(m.policy)[0] != "hf",
                "train.push_weights=false only applies to a rollout engine with its own weights (model.policy=vllm:...); "
                "the HF policy generates with the trained module itself")
 
@@ -352,7 +354,7 @@ class TrainConfig:
                "train.change_kept interpolates the full weights of one process: set model.lora.enabled=false and "
                "train.distributed=none, or train.change_kept=1")
         if self.train.mode == "async":
-            check_async(self)
+            check_async(self, updater_for(self).name)
         if r.lookahead:
             check_lookahead(self)
 

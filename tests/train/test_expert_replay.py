@@ -71,7 +71,7 @@ def test_a_run_replays_the_warm_starts_demonstrations_and_reports_them(tmp_path)
                                        "algorithm.regularisers.expert_episodes=2"])
     trainer = Trainer(cfg)
     try:
-        replay = trainer.expert
+        replay = trainer.learner.expert
         assert len(replay.episodes) == 4 and all(t.candidates for s in replay.seqs for t in s.turns)
         drawn = replay.draw(0, trainer.model, trainer.device).seqs  # the toy's step layout: a sequence per turn
         assert len({s.turns[0].episode for s in drawn}) == 2 and len(drawn) > 2

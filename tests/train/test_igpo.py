@@ -62,7 +62,7 @@ def test_teacher_forced_score_matches_a_plain_forward_on_the_tiny_model(tmp_path
     [traj] = rollout("agentgym/Toy-KeyDoor-OneWord-v0", ScriptedPolicy(lambda ctx: "left", chat=chat), chat, [0],
                      config=RolloutConfig(max_turns=3))
     traj = replace(traj, ground_truth="key")
-    [gains] = igpo.info_gains(model, chat, [traj], torch.device("cpu"), tok.pad_token_id, micro_batch_size=2)
+    [gains] = igpo.info_gains(chat, [traj], _scorer(model, tok.pad_token_id, micro_batch_size=2))
     probe, mask = igpo.answer_probe(chat, "key")
 
     @torch.no_grad()
@@ -116,7 +116,7 @@ def _call(name, args):
 
 @pytest.mark.slow
 def test_retrieving_the_supporting_doc_earns_more_information_gain():
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     pytest.importorskip("transformers")
     pytest.importorskip("gguf")
     from agentgym.errors import PolicyError
@@ -138,7 +138,17 @@ def test_retrieving_the_supporting_doc_earns_more_information_gain():
     bad = rollout("agentgym/Search-1Hop-v0", off_topic, chat, [2], config=config)
     assert good[0].ground_truth == bad[0].ground_truth != ""
     pad = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else 0
-    g_good, g_bad = igpo.info_gains(policy.model, chat, good + bad, torch.device("cpu"), pad)
+    g_good, g_bad = igpo.info_gains(chat, good + bad, _scorer(policy.model, pad))
     # the retrieving turn raises the answer's log-prob; the off-topic search does not, and the retrieval
     # that follows it in the other episode is where that episode's gain lands
     assert g_good[0] > 0.5 and g_good[0] > g_bad[0] + 0.5 and g_bad[1] > g_bad[0]
+
+
+def _scorer(model, pad_id, micro_batch_size=8):
+    """IGPO's belief scores with `model` on the CPU, as the token learner binds them."""
+    import torch
+
+    from agentgym.train.updaters.token_ppo import answer_logprobs
+
+    return lambda contexts, probe, mask: answer_logprobs(model, contexts, probe, mask, torch.device("cpu"), pad_id,
+                                                         1.0, micro_batch_size)

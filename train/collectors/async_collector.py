@@ -6,7 +6,6 @@ import dataclasses
 from typing import Any
 
 from agentgym.train.collectors.base import refuse_unless, Collected, Collector, CollectorContext, turn_cap, usable
-from agentgym.train.updaters import updater_for
 from agentgym.trajectory import Trajectory
 
 
@@ -78,24 +77,24 @@ def refuse_async_options(train: Any) -> None:
     for name in ASYNC_ONLY:
         value = getattr(train, name)
         refuse_unless(value == defaults[name], f"train.{name}={value} only applies to train.mode=async (the sync loop "
-                                         f"would ignore it): set train.mode=async, or drop train.{name}")
+                                                f"would ignore it): set train.mode=async, or drop train.{name}")
 
 
-def check_async(cfg: Any) -> None:
+def check_async(cfg: Any, updater: str) -> None:
     """What train.mode=async cannot serve, refused with its fix."""
     t, m, a = cfg.train, cfg.model, cfg.algorithm
     fix = "or set train.mode=sync"
     refuse_unless(t.distributed == "none", f"train.mode=async trains in one process: set train.distributed=none {fix}")
-    refuse_unless(updater_for(cfg).name == "token_ppo", f"train.mode=async runs the token PPO updater, not "
-           f"{updater_for(cfg).name}: use rollout.action_mode=generate and an estimator other than archer {fix}")
+    refuse_unless(updater == "token_ppo", f"train.mode=async runs the token PPO updater, not "
+                  f"{updater}: use rollout.action_mode=generate and an estimator other than archer {fix}")
     refuse_unless(not a.dynamic_sampling, f"train.mode=async takes finished groups as they come: set "
-                                   f"algorithm.dynamic_sampling=false {fix}")
+                                          f"algorithm.dynamic_sampling=false {fix}")
     refuse_unless(a.loss.tis_cap is not None, "train.mode=async trains with decoupled PPO, whose behaviour weight is capped "
-                                       f"by algorithm.loss.tis_cap: set it (e.g. 2.0) {fix}")
+                                              f"by algorithm.loss.tis_cap: set it (e.g. 2.0) {fix}")
     refuse_unless(t.groups_per_rollout <= cfg.rollout.groups,
-           f"train.groups_per_rollout must be <= rollout.groups ({cfg.rollout.groups}), got {t.groups_per_rollout}")
+                  f"train.groups_per_rollout must be <= rollout.groups ({cfg.rollout.groups}), got {t.groups_per_rollout}")
     if m.policy.startswith("vllm:"):
         refuse_unless(cfg.rollout.sleep_level == 0, "train.mode=async keeps the vLLM engine generating while the trainer "
-                                             f"updates: set rollout.sleep_level=0 {fix}")
+                                                    f"updates: set rollout.sleep_level=0 {fix}")
         refuse_unless(not m.lora.enabled, f"train.mode=async pushes full weights to the vLLM engine: set "
-                                   f"model.lora.enabled=false {fix}")
+                                          f"model.lora.enabled=false {fix}")

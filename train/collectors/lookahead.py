@@ -32,22 +32,22 @@ def check_lookahead(cfg: Any) -> None:
     r, t = cfg.rollout, cfg.train
     fix = "or set rollout.lookahead=0"
     refuse_unless(r.action_mode == "admissible", "rollout.lookahead tries other admissible actions: set "
-                                          f"rollout.action_mode=admissible, {fix}")
+                                                 f"rollout.action_mode=admissible, {fix}")
     g = cfg.algorithm.gigpo
     refuse_unless(cfg.algorithm.estimator == "gigpo" and g.step_weight == 1.0 and g.similarity is None,
-           "rollout.lookahead's advantages are GiGPO's step advantages alone, on the exact step group each "
-           "looked-ahead turn is: set algorithm.estimator=gigpo, algorithm.gigpo.step_weight=1 and "
-           f"algorithm.gigpo.similarity=null, {fix}")
+                  "rollout.lookahead's advantages are GiGPO's step advantages alone, on the exact step group each "
+                  "looked-ahead turn is: set algorithm.estimator=gigpo, algorithm.gigpo.step_weight=1 and "
+                  f"algorithm.gigpo.similarity=null, {fix}")
     refuse_unless(r.group_size == 1, "rollout.lookahead plays each task once greedily (its groups are a turn's play-outs): "
-                              f"set rollout.group_size=1, {fix}")
+                                     f"set rollout.group_size=1, {fix}")
     refuse_unless(t.mode == "sync" and t.distributed == "none",
-           f"rollout.lookahead runs in one synchronous process: set train.mode=sync and train.distributed=none, {fix}")
+                  f"rollout.lookahead runs in one synchronous process: set train.mode=sync and train.distributed=none, {fix}")
     refuse_unless(not cfg.algorithm.dynamic_sampling, f"rollout.lookahead has no sampled groups to refill: set "
-                                               f"algorithm.dynamic_sampling=false, {fix}")
+                                                      f"algorithm.dynamic_sampling=false, {fix}")
     refuse_unless(not r.group_rewards, f"rollout.lookahead's play-outs are not a task's G rollouts: set "
-                                f"rollout.group_rewards=[], {fix}")
+                                       f"rollout.group_rewards=[], {fix}")
     refuse_unless(not cfg.algorithm.regularisers.expert_coef, "rollout.lookahead's update does not replay demonstrations: "
-                                                      f"set algorithm.regularisers.expert_coef=0, {fix}")
+                                                             f"set algorithm.regularisers.expert_coef=0, {fix}")
     refuse_unless(r.layout != "fold" and r.executor in ("serial", "thread"),
-           "rollout.lookahead restores env snapshots in-process and replays trajectory or step prompts: set "
-           f"rollout.executor=serial or thread and rollout.layout=trajectory or step, {fix}")
+                  "rollout.lookahead restores env snapshots in-process and replays trajectory or step prompts: set "
+                  f"rollout.executor=serial or thread and rollout.layout=trajectory or step, {fix}")

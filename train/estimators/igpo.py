@@ -17,7 +17,7 @@ turn's reward before any estimator runs, so GiGPO, GRPO, HGPO and the GAE estima
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -55,32 +55,13 @@ def gains_from_scores(before: np.ndarray, after: np.ndarray, mode: str = "logpro
     raise ValueError(f"igpo mode must be 'logprob' or 'prob', got {mode!r}")
 
 
-def answer_logprobs(model: Any, contexts: Sequence[Sequence[int]], probe: Sequence[int], probe_mask: np.ndarray,
-                    device: Any, pad_id: int, temperature: float = 1.0, micro_batch_size: int = 8) -> np.ndarray:
-    """Mean log-prob of the probe's masked tokens after each context: one no-grad `update.forward` per
-    micro-batch (the same padding, head-on-targets-only and temperature as the PPO update)."""
-    import torch
-
-    from agentgym.train.samples import Sample, micro_batches
-    from agentgym.train.updaters.token_ppo import forward
-
-    samples = []
-    for ctx in contexts:
-        ids = np.asarray([*ctx, *probe], dtype=np.int64)
-        row = np.full(len(ids), -1, dtype=np.int64)
-        row[len(ctx):][probe_mask] = 0
-        samples.append(Sample(ids, row, np.zeros(len(ids))))
-    out = np.zeros(len(samples))
-    with torch.no_grad():
-        for index in micro_batches(samples, range(len(samples)), micro_batch_size):
-            f = forward(model, None, samples, index, device, temperature, pad_id)
-            sums = (f.logprobs * f.mask).sum(-1) / f.mask.sum(-1).clamp(min=1.0)
-            out[index] = sums.detach().float().cpu().numpy()
-    return out
+AnswerScores = Callable[[list[tuple[int, ...]], list[int], np.ndarray], np.ndarray]
+"""(contexts, probe ids, probe mask) -> the mean log-prob of the probe's masked tokens after each context: the
+model's pass, `train.updaters.token_ppo.answer_logprobs` bound to the trained model."""
 
 
-def info_gains(model: Any, chat: ChatFormat, trajectories: Sequence[Trajectory], device: Any, pad_id: int,
-               mode: str = "logprob", temperature: float = 1.0, micro_batch_size: int = 8) -> list[np.ndarray]:
+def info_gains(chat: ChatFormat, trajectories: Sequence[Trajectory], answer_scores: AnswerScores,
+               mode: str = "logprob") -> list[np.ndarray]:
     """IG_t per turn of each trajectory (0 for the last turn and for trajectories without a ground truth).
     Identical contexts are scored once (in the trajectory layout turn t's 'after' is turn t+1's 'before')."""
     gains = [np.zeros(len(t.turns)) for t in trajectories]
@@ -92,8 +73,7 @@ def info_gains(model: Any, chat: ChatFormat, trajectories: Sequence[Trajectory],
     for answer, items in by_answer.items():
         probe, mask = answer_probe(chat, answer)
         unique = list(dict.fromkeys(c for _, _, b, a in items for c in (b, a)))
-        scores = dict(zip(unique, answer_logprobs(model, unique, probe, mask, device, pad_id, temperature,
-                                                  micro_batch_size)))
+        scores = dict(zip(unique, answer_scores(unique, probe, mask)))
         for i, t, before, after in items:
             gains[i][t] = gains_from_scores(np.array(scores[before]), np.array(scores[after]), mode)
     return gains

@@ -12,7 +12,7 @@ from agentgym.train.estimators.targets import build_targets, shape_rewards, with
 from agentgym.train.health import signal_figures
 from agentgym.train.learners.base import Learner, LearnerContext, batch_stats, fresh_tokens
 from agentgym.train.updaters.losses import running_entropy
-from agentgym.train.updaters.token_ppo import ppo_update, score, state_values
+from agentgym.train.updaters.token_ppo import answer_logprobs, ppo_update, score, state_values
 from agentgym.trajectory import Trajectory, TurnTable
 
 
@@ -53,9 +53,9 @@ class TokenPPO(Learner):
     def _with_info_gain(self, batch: list[Trajectory], metrics: dict[str, Any]) -> list[Trajectory]:
         from agentgym.train.estimators.igpo import info_gains, with_info_gain
 
-        c, a = self.c, self.cfg.algorithm
-        gains = info_gains(c.model, c.chat, batch, c.device, c.pad_id, a.igpo.mode,
-                           self.cfg.rollout.temperature, self.cfg.train.micro_batch_size)
+        c, a, temperature, micro = self.c, self.cfg.algorithm, self.cfg.rollout.temperature, self.cfg.train.micro_batch_size
+        gains = info_gains(c.chat, batch, lambda contexts, probe, mask: answer_logprobs(
+            c.model, contexts, probe, mask, c.device, c.pad_id, temperature, micro), a.igpo.mode)
         scored = [g[:-1] for g, t in zip(gains, batch) if t.ground_truth and len(g) > 1]
         flat = np.concatenate(scored) if scored else np.zeros(0)
         metrics.update({"igpo/info_gain_mean": float(flat.mean()) if flat.size else 0.0,

@@ -16,8 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from agentgym.train.batch import Components
-from agentgym.train.config import TrainConfig
+from agentgym.train.batch import Components, TrainConfig
 from agentgym.train.estimators.targets import turn_advantages
 from agentgym.train.health import signal_figures
 from agentgym.train.updaters.cost import UpdateCost

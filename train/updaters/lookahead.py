@@ -12,8 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from agentgym.lookahead import Decision
-from agentgym.train.batch import Components
-from agentgym.train.config import TrainConfig
+from agentgym.train.batch import Components, TrainConfig
 from agentgym.train.estimators.advantages import group_normalize, scale_negatives
 from agentgym.train.updaters.choice_ppo import ChoiceSequence, ChoiceTurn, choice_update
 from agentgym.trajectory import Trajectory

@@ -15,8 +15,7 @@ import torch
 
 from agentgym.train.updaters import losses as L
 from agentgym.train.algorithm import AlgorithmSection
-from agentgym.train.config import TrainConfig
-from agentgym.train.batch import Components, Sample, Scored, Targets
+from agentgym.train.batch import Components, Sample, Scored, Targets, TrainConfig
 from agentgym.train.samples import collate, micro_batches
 
 
@@ -99,6 +98,25 @@ def forward(model: Any, critic: Any, samples: Sequence[Sample], index: Sequence[
     if want_entropy:
         entropy = L.entropy_from_logits(logits / temperature) if logits.numel() else logits.new_zeros(0)
     return Forward(logprobs, bool_mask.float(), values, entropy)
+
+
+def answer_logprobs(model: Any, contexts: Sequence[Sequence[int]], probe: Sequence[int], probe_mask: np.ndarray,
+                    device: Any, pad_id: int, temperature: float = 1.0, micro_batch_size: int = 8) -> np.ndarray:
+    """IGPO's belief scores (train/estimators/igpo.py): the mean log-prob of the probe's masked tokens after each
+    context, one no-grad `forward` per micro-batch (the same padding, head-on-targets-only and temperature as the PPO update)."""
+    samples = []
+    for ctx in contexts:
+        ids = np.asarray([*ctx, *probe], dtype=np.int64)
+        row = np.full(len(ids), -1, dtype=np.int64)
+        row[len(ctx):][probe_mask] = 0
+        samples.append(Sample(ids, row, np.zeros(len(ids))))
+    out = np.zeros(len(samples))
+    with torch.no_grad():
+        for index in micro_batches(samples, range(len(samples)), micro_batch_size):
+            f = forward(model, None, samples, index, device, temperature, pad_id)
+            sums = (f.logprobs * f.mask).sum(-1) / f.mask.sum(-1).clamp(min=1.0)
+            out[index] = sums.detach().float().cpu().numpy()
+    return out
 
 
 def _unpad(t: torch.Tensor, samples: Sequence[Sample], index: Sequence[int]) -> list[np.ndarray]:
