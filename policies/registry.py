@@ -14,13 +14,18 @@ Specs:
 Keyword arguments go to the backend's constructor.
 
 The trainer's `model.policy` is a spec of the same grammar, narrowed to what it can train: `hf:MODEL`,
-`checkpoint:DIR`, `tiny:NAME` (a tiny model the trainer builds) or `vllm:` before one of them
-(`split_model_spec`); a checkpoint is found by one resolver (`checkpoint_model_dir`) for both.
+`checkpoint:DIR`, `tiny:NAME` (a tiny model the trainer builds), or a trainable back end's kind before one of
+them (`vllm:hf:MODEL`, `vllm:MODEL` for short; `split_model_spec`): the trainer trains the HF weights and
+the back end rolls out, fed the weights after each update. A checkpoint is found by one resolver
+(`checkpoint_model_dir`) for both, and a back end is built by one registry for both: its `load_policy`
+builder for evals, its `rollout` builder (`rollout_backend`) for training.
 
 Plug-in back ends register like envs do: a package declares an entry point in the group
 `agentgym.policies` (agentgym.policy.POLICY_ENTRY_POINT_GROUP) whose target is a function that calls
 `register_backend(kind, builder)`; `load_policy` loads the group once, the first time it meets a kind
-it does not know. In pyproject.toml:
+it does not know. A back end that can roll out for training also passes `rollout=` (a builder of a
+`TrainablePolicy` on the trained model's folder); `model.policy: KIND:hf:MODEL` then trains with it.
+In pyproject.toml:
 
     [project.entry-points."agentgym.policies"]
     mybackend = "my_package.policy:register"
@@ -78,30 +83,50 @@ def _openai(arg: str, **kwargs: Any) -> BasePolicy:
 
 
 def _vllm(arg: str, **kwargs: Any) -> BasePolicy:
-    from agentgym.policies.models import DEFAULT_MODEL, served_model_dir
-    from agentgym.policies.vllm import VLLMPolicy
+    from agentgym.policies.models import DEFAULT_MODEL
 
     if not arg:
-        return VLLMPolicy(served_model_dir(DEFAULT_MODEL), **kwargs)
+        return _vllm_rollout(DEFAULT_MODEL, **kwargs)
     _, kind, name = split_model_spec(f"vllm:{arg}")
     if kind == "tiny":
         raise ConfigError(f"vllm:{arg}: tiny models are built by the trainer; use hf:MODEL or checkpoint:DIR")
-    return VLLMPolicy(checkpoint_model_dir(name) if kind == "checkpoint" else served_model_dir(name), **kwargs)
+    return _vllm_rollout(checkpoint_model_dir(name) if kind == "checkpoint" else name, **kwargs)
+
+
+def _vllm_rollout(model: str, **kwargs: Any) -> BasePolicy:
+    """The vLLM engine on a model folder or name, for an eval (`vllm:MODEL`) and as the trainer's rollout engine."""
+    from agentgym.policies.models import served_model_dir
+    from agentgym.policies.vllm import VLLMPolicy
+
+    return VLLMPolicy(served_model_dir(model), **kwargs)
 
 
 def split_model_spec(spec: str) -> tuple[str, str, str]:
-    """A trainable model's spec -> (rollout backend "hf" | "vllm", kind of the model, its name):
-    `hf:MODEL`, `checkpoint:DIR`, `tiny:NAME`, or `vllm:` before one of them (`vllm:MODEL` = `vllm:hf:MODEL`)."""
-    backend = "hf"
-    if spec.startswith("vllm:"):
-        backend, spec = "vllm", spec[len("vllm:"):]
-        if spec.split(":", 1)[0] not in MODEL_KINDS:
-            spec = f"hf:{spec}"  # vllm:NAME, the short spelling of vllm:hf:NAME
-    kind, _, name = spec.partition(":")
+    """A trainable model's spec -> (rollout back end: "hf" or a trainable back end's kind, kind of the model,
+    its name): `hf:MODEL`, `checkpoint:DIR`, `tiny:NAME`, or `BACKEND:` before one of them (`vllm:MODEL` =
+    `vllm:hf:MODEL`), BACKEND a back end registered with `rollout=` (vllm, or a plug-in's)."""
+    backend, _, rest = spec.partition(":")
+    if backend in MODEL_KINDS:
+        backend, rest = "hf", spec
+    elif backend not in _ROLLOUT and backend not in KINDS:
+        load_plugins()
+    if backend != "hf":
+        if backend not in _ROLLOUT:
+            raise ConfigError(f"model.policy={spec!r}: use hf:MODEL, checkpoint:DIR, tiny:keydoor, or a trainable "
+                              f"back end ({', '.join(_ROLLOUT)}) before one of them")
+        if rest.split(":", 1)[0] not in MODEL_KINDS:
+            rest = f"hf:{rest}"  # vllm:NAME, the short spelling of vllm:hf:NAME
+    kind, _, name = rest.partition(":")
     if kind not in MODEL_KINDS or not name:
-        raise ConfigError(f"model.policy={spec!r}: use hf:MODEL, checkpoint:DIR, tiny:keydoor or vllm: before "
-                          "one of them")
+        raise ConfigError(f"model.policy={spec!r}: use hf:MODEL, checkpoint:DIR, tiny:keydoor or a trainable back "
+                          f"end ({', '.join(_ROLLOUT)}) before one of them")
     return backend, kind, name
+
+
+def rollout_backend(kind: str) -> Callable[..., Any]:
+    """The builder `(model_dir, **engine kwargs) -> TrainablePolicy` of a trainable back end: the trainer's
+    rollout engine for `model.policy: KIND:SPEC`."""
+    return _ROLLOUT[kind]
 
 
 def _random(arg: str, **kwargs: Any) -> BasePolicy:
@@ -171,18 +196,27 @@ _NEEDS_ARG = {"checkpoint": "checkpoint:DIR", "openai": "openai:URL[#MODEL]",
               "admissible": "admissible:hf:MODEL or admissible:checkpoint:DIR"}
 
 
+_ROLLOUT: dict[str, Callable[..., Any]] = {"vllm": _vllm_rollout}  # the back ends that can roll out for training
+
 _PLUGINS_LOADED = False
 
 
-def register_backend(kind: str, builder: Callable[..., Policy], needs_arg: str | None = None) -> None:
+def register_backend(kind: str, builder: Callable[..., Policy], needs_arg: str | None = None,
+                     rollout: Callable[..., Any] | None = None) -> None:
     """Make `load_policy("KIND:ARG", **kwargs)` call `builder(ARG, **kwargs)`; `needs_arg` (e.g. "mine:URL")
-    refuses a spec without its argument. A plug-in calls this from its `agentgym.policies` entry point."""
+    refuses a spec without its argument. `rollout` declares the back end trainable: `rollout(model_dir,
+    tokenizer=, seed=, dtype=)` builds a `TrainablePolicy` the trainer rolls out with (`model.policy:
+    KIND:hf:MODEL`) and feeds the weights after each update (`update_weights`). A plug-in calls this from its
+    `agentgym.policies` entry point."""
     kind = kind.lower()
-    if not kind.isidentifier() or kind in KINDS:
-        raise ValueError(f"policy back end {kind!r}: pick an identifier that is not a built-in ({', '.join(KINDS)})")
+    if not kind.isidentifier() or kind in KINDS or kind in MODEL_KINDS:
+        raise ValueError(f"policy back end {kind!r}: pick an identifier that is not a built-in "
+                         f"({', '.join(KINDS + MODEL_KINDS)})")
     _BUILDERS[kind] = builder
     if needs_arg:
         _NEEDS_ARG[kind] = needs_arg
+    if rollout is not None:
+        _ROLLOUT[kind] = rollout
 
 
 def load_plugins() -> None:

@@ -5,7 +5,8 @@ Model specs (`model.policy`):
     hf:NAME          the embedded default (smollm2-135m-instruct), a local HF dir or a hub id
     checkpoint:DIR   a training checkpoint (DIR/model, or DIR/latest's model)
     vllm:SPEC        SPEC one of the above (vllm:NAME = vllm:hf:NAME): train its HF weights here, generate
-                     with a vLLM engine (a GPU, or vLLM's CPU build) that gets the weights after each update
+                     with a vLLM engine (a GPU, or vLLM's CPU build) that gets the weights after each update;
+                     any back end registered with `rollout=` (policies/registry.py) the same way, KIND:SPEC
     tiny:keydoor     a tiny random Llama with a word-level tokenizer (train/tiny.py), for CPU learning runs
 """
 from __future__ import annotations
@@ -85,9 +86,10 @@ def freeze_below_top_layers(model: Any, n: int) -> int:
 
 
 def make_policy(config: TrainConfig, model: Any, tokenizer: Any, run_dir: Path | None = None) -> Any:
-    """The rollout policy: an HFPolicy sharing `model` in place, or a vLLM policy fed pushed weights."""
-    if config.model.policy.startswith("vllm:"):
-        return make_vllm_policy(config, tokenizer, run_dir or Path(config.train.run_dir))
+    """The rollout policy: an HFPolicy sharing `model` in place, or a trainable back end's engine (vLLM, a
+    plug-in's) fed pushed weights."""
+    if split_model_spec(config.model.policy)[0] != "hf":
+        return make_rollout_engine(config, tokenizer, run_dir or Path(config.train.run_dir))
     if config.rollout.action_mode == "admissible":
         from agentgym.policies.admissible import AdmissiblePolicy
 
@@ -97,14 +99,18 @@ def make_policy(config: TrainConfig, model: Any, tokenizer: Any, run_dir: Path |
     return HFPolicy(model, tokenizer)
 
 
-def make_vllm_policy(config: TrainConfig, tokenizer: Any, run_dir: Path) -> Any:
-    """A vLLM engine on the model the trainer loaded, with the trainer's tokenizer (so prompts and the
-    engine agree on ids), its log-probs after temperature scaling (as the trainer computes them)."""
-    from agentgym.policies.models import served_model_dir
-    from agentgym.policies.vllm import VLLMPolicy
+def make_rollout_engine(config: TrainConfig, tokenizer: Any, run_dir: Path) -> Any:
+    """The trainable back end's engine (policies/registry.py, `rollout_backend`) on the model the trainer
+    loaded, with the trainer's tokenizer (so prompts and the engine agree on ids); vLLM also gets the
+    model.vllm section and reports log-probs after temperature scaling (as the trainer computes them)."""
+    from agentgym.policies.registry import rollout_backend
 
-    m, v = config.model, config.model.vllm
+    m = config.model
+    backend = split_model_spec(m.policy)[0]
     path = model_path(config, run_dir)
+    if backend != "vllm":
+        return rollout_backend(backend)(path, tokenizer=tokenizer, seed=config.train.seed, dtype=m.dtype)
+    v = m.vllm
     kwargs: dict[str, Any] = {
         "logprobs_mode": "processed_logprobs", "seed": config.train.seed, "dtype": m.dtype,
         "tokenizer": tokenizer, "enforce_eager": v.enforce_eager, "kv_cache_gib": v.kv_cache_gib or None,
@@ -115,7 +121,7 @@ def make_vllm_policy(config: TrainConfig, tokenizer: Any, run_dir: Path) -> Any:
         kwargs["skip_tokenizer_init"] = True
     if m.lora.enabled:  # the trainer pushes the adapter, not merged weights
         kwargs.update(enable_lora=True, max_lora_rank=m.lora.r)
-    return VLLMPolicy(served_model_dir(path), **kwargs)
+    return rollout_backend("vllm")(path, **kwargs)
 
 
 def make_reference(config: TrainConfig, model: Any) -> Any:
