@@ -149,3 +149,38 @@ def test_a_forbidden_arrow_is_reported(tmp_path, monkeypatch):
         "agentgym/registration.py:2: core -> train (agentgym.train.cli)"]
     assert folder_of("agentgym.tools.retrieval") == "tools" and folder_of("agentgym.toolcalls") == "core"
     assert module_name(tmp_path / "tools" / "x.py") == "agentgym.tools.x"
+
+
+def unnamed_modules(doc: str) -> list[str]:
+    """Modules ARCHITECTURE.md does not name: every module of the core, policies/ and train/ by its name (a
+    package by its folder's, a module of a sub-package by its own and its folder's), every family of envs/
+    and tools/ by its folder's name, each as a word of the text."""
+    import re
+
+    def named(word: str) -> bool:
+        return re.search(rf"(?<![\w]){re.escape(word)}(?![\w])", doc) is not None
+
+    missing = []
+    for folder in ("agentgym", "policies", "train"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT / folder)
+            if "__pycache__" in rel.parts or rel.name == "__main__.py" or rel.as_posix() == "__init__.py":
+                continue
+            names = [*rel.parent.parts, *([] if rel.name == "__init__.py" else [rel.stem])]
+            if not all(named(n) for n in names):
+                missing.append(path.relative_to(ROOT).as_posix())
+    for folder in ("envs", "tools"):
+        missing += [f"{folder}/{d.name}" for d in sorted((ROOT / folder).iterdir())
+                    if d.is_dir() and (d / "__init__.py").exists() and not named(d.name)]
+    return missing
+
+
+def test_architecture_md_names_every_module():
+    missing = unnamed_modules((ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8"))
+    assert not missing, "ARCHITECTURE.md does not name: " + ", ".join(missing)
+
+
+def test_a_module_left_out_of_architecture_md_is_reported():
+    doc = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert "train/collectors/async_collector.py" in unnamed_modules(doc.replace("async_collector", "async"))
+    assert "envs/remote" in unnamed_modules(doc.replace("remote", "far"))
