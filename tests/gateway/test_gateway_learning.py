@@ -33,6 +33,39 @@ def test_the_registry_names_the_gateway_collector_and_a_config_alone_cannot_buil
         build_collector("gateway", None, {})
 
 
+def test_refused_settings(tmp_path):
+    from agentgym.train.gateway.training import train_harness
+
+    with pytest.raises(ConfigError, match="train.verify_tokens=false"):
+        train_harness(config(tmp_path, 1, "train.verify_tokens=true"), lambda run: 0.0, lambda seed: {})
+
+
+def test_a_rewritten_session_under_the_trajectory_layout_is_refused_with_the_fix(tmp_path):
+    from types import SimpleNamespace
+
+    from agentgym.train.gateway.merge import session_trajectory
+    from agentgym.train.gateway.sessions import Call, Session
+    from agentgym.train.gateway.training import GatewayTrainCollector
+
+    calls = [Call(0, (1, 2), (3,), (-0.1,), "a", "stop"), Call(1, (1, 9), (4,), (-0.1,), "b", "stop")]
+    traj = session_trajectory(Session("s", task="t", calls=calls, reward=1.0, status="closed"), 0, 0)
+
+    class Inner:
+        next_seed = 0
+
+        def collect(self, iteration):
+            return [traj, traj], [traj, traj], {}
+
+    for layout, ok in (("trajectory", False), ("fold", True), ("step", True)):
+        ctx = SimpleNamespace(config=config(tmp_path, 1, f"rollout.layout={layout}"))
+        collector = GatewayTrainCollector(ctx, {"next_seed": 7}, Inner())
+        if ok:
+            assert len(collector.collect(0).batch) == 2
+        else:
+            with pytest.raises(ConfigError, match="rewrote its history at call 1.*rollout.layout=fold"):
+                collector.collect(0)
+
+
 @pytest.mark.slow
 def test_the_example_harness_learns_through_the_gateway(tmp_path):
     pytest.importorskip("openai")

@@ -44,6 +44,14 @@ class GatewayTrainCollector(Collector):
     def collect(self, iteration: int) -> Collected:
         batch, first, stats = self.inner.collect(iteration)
         self.next_seed = self.inner.next_seed
+        if self.cfg.rollout.layout == "trajectory":   # one sequence per episode: a rewritten history has two
+            split = next((t for t in batch if any("fold_message" in turn.info for turn in t.turns)), None)
+            if split is not None:
+                at = next(turn.info["call"] for turn in split.turns if "fold_message" in turn.info)
+                raise ConfigError(f"a session of task {split.task_id!r} rewrote its history at call {at} (its prompt "
+                                  "does not extend the earlier calls), so it is several token sequences; "
+                                  "rollout.layout=trajectory trains one per episode: set rollout.layout=fold (one "
+                                  "sample per segment) or rollout.layout=step (one per call)")
         return Collected(batch, first, stats)
 
 
@@ -69,6 +77,10 @@ def train_harness(config: Any, harness: Harness, tasks: Callable[[int], Any], *,
     (metrics.jsonl holds each iteration's figures, `gateway/*` among them)."""
     from agentgym.train.trainer import Trainer
 
+    if config.train.verify_tokens:
+        raise ConfigError("train.verify_tokens re-renders each episode from its env's conversation, which a harness's "
+                          "session does not have: set train.verify_tokens=false (the gateway trains on the engine's own "
+                          "ids; its tests check them against what the harness received)")
     if config.eval.every:
         raise ConfigError("eval.every plays the config's env, not the harness: set eval.every=0 to train a harness "
                           "through the gateway (its sessions' success is logged each iteration)")
