@@ -41,19 +41,19 @@ def group_normalize(x: np.ndarray, key: np.ndarray, mode: Mode = "mean_std", eps
     n = len(x)
     if n == 0:
         return np.zeros(0)
-    order = np.argsort(key, kind="stable")
-    ks, xs = np.asarray(key)[order], x[order]
-    is_start = np.empty(n, dtype=bool)
+    order = np.argsort(key, kind="stable")              # [n] rows sorted by group key
+    ks, xs = np.asarray(key)[order], x[order]           # [n], [n]
+    is_start = np.empty(n, dtype=bool)                  # [n] True at each group's first sorted row
     is_start[0] = True
     np.not_equal(ks[1:], ks[:-1], out=is_start[1:])
-    starts = np.flatnonzero(is_start)
-    gid = np.cumsum(is_start) - 1                       # group index of each sorted row
-    counts = np.diff(np.append(starts, n))
-    mean = np.add.reduceat(xs, starts) / counts
+    starts = np.flatnonzero(is_start)                   # [G] first sorted row of each group
+    gid = np.cumsum(is_start) - 1                       # [n] group index of each sorted row
+    counts = np.diff(np.append(starts, n))              # [G]
+    mean = np.add.reduceat(xs, starts) / counts         # [G]
     lo, hi = np.minimum.reduceat(xs, starts), np.maximum.reduceat(xs, starts)
     constant = lo == hi
     mean = np.where(constant, lo, mean)                # exact mean for constant groups
-    centred = xs - mean[gid]
+    centred = xs - mean[gid]                           # [n]
     if mode == "mean_std":
         ss = np.add.reduceat(centred * centred, starts)
         std = np.sqrt(ss / np.maximum(counts - 1, 1))
@@ -184,13 +184,13 @@ def grpo(table: TurnTable, mode: Mode = "mean_std", eps: float = 1e-6, invalid_p
     episode_stats="trajectory" weighs each trajectory once in mean/std; "turn" weighs each turn once
     (a trajectory of 5 turns counts 5 times), as trainers that flatten turns into samples do.
     """
-    inverse, returns = episode_returns(table, invalid_penalty)
+    inverse, returns = episode_returns(table, invalid_penalty)  # [turn rows] -> trajectory index; [trajectories] R_i
     if episode_stats == "turn":
         return group_normalize(returns[inverse], table.group, mode, eps)
     if episode_stats != "trajectory":
         raise ValueError(f"episode_stats must be 'trajectory' or 'turn', got {episode_stats!r}")
-    groups = _traj_groups(table, inverse, len(returns))
-    return group_normalize(returns, groups, mode, eps)[inverse]
+    groups = _traj_groups(table, inverse, len(returns))          # [trajectories] group of each
+    return group_normalize(returns, groups, mode, eps)[inverse]  # [turn rows]: A_i on every turn of i
 
 
 def rloo(table: TurnTable, invalid_penalty: float = 0.0) -> np.ndarray:
@@ -308,10 +308,10 @@ def turn_gae(table: TurnTable, values: np.ndarray, gamma: float = 1.0, lam: floa
         δ_k = r_k + γ V_{k+1} − V_k,    A_k = δ_k + γλ A_{k+1},    returns_k = A_k + V_k.
     The discount counts turns, not tokens; A_k goes to every action token of turn k.
     """
-    def fn(tb: TurnTable, v: np.ndarray, v_final: np.ndarray) -> np.ndarray:
-        nxt = _same_traj_next(tb.traj)
-        v_next = np.where(nxt, np.append(v[1:], 0.0), v_final)
-        delta = penalised_rewards(tb, invalid_penalty) + gamma * v_next - v
+    def fn(tb: TurnTable, v: np.ndarray, v_final: np.ndarray) -> np.ndarray:  # [turn rows], trajectory-sorted
+        nxt = _same_traj_next(tb.traj)                                   # row k+1 is the same trajectory's next turn
+        v_next = np.where(nxt, np.append(v[1:], 0.0), v_final)           # V_{k+1}
+        delta = penalised_rewards(tb, invalid_penalty) + gamma * v_next - v  # δ_k
         return backward_recurrence(delta, gamma * lam, nxt)
 
     values = np.asarray(values, dtype=np.float64)

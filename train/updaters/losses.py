@@ -49,11 +49,11 @@ def aggregate(x: torch.Tensor, mask: torch.Tensor, agg: Agg = "token-mean", deno
     `denom`, when given, replaces the divisor (token count for token-mean, sample count for the
     seq-mean modes, B·T for the -norm mode) so micro-batch losses sum to the full-batch loss.
     """
-    mask = mask.to(x.dtype)
+    mask = mask.to(x.dtype)                                    # x, mask: [B, T] -> a scalar
     if agg == "token-mean":
         return (x * mask).sum() / (denom if denom is not None else mask.sum().clamp(min=1.0))
     if agg == "seq-mean-token-mean":
-        per_seq = (x * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+        per_seq = (x * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)  # [B]
         return per_seq.sum() / (denom if denom is not None else max(x.shape[0], 1))
     if agg == "seq-mean-token-sum":
         return (x * mask).sum() / (denom if denom is not None else max(x.shape[0], 1))
@@ -68,23 +68,23 @@ def segment_mean(x: torch.Tensor, mask: torch.Tensor, segments: torch.Tensor) ->
     `segments` [B, T] holds non-negative segment ids (unique across the batch); unmasked positions
     are ignored and get 0.
     """
-    seg = torch.where(mask.bool(), segments, torch.zeros_like(segments)).reshape(-1)
+    seg = torch.where(mask.bool(), segments, torch.zeros_like(segments)).reshape(-1)  # [B*T] segment ids
     n_seg = int(seg.max().item()) + 1 if seg.numel() else 1
-    m = mask.reshape(-1).to(x.dtype)
-    sums = torch.zeros(n_seg, dtype=x.dtype, device=x.device).index_add(0, seg, x.reshape(-1) * m)
-    counts = torch.zeros(n_seg, dtype=x.dtype, device=x.device).index_add(0, seg, m)
-    means = sums / counts.clamp(min=1.0)
-    return (means[seg] * m).reshape(x.shape)
+    m = mask.reshape(-1).to(x.dtype)                                                   # [B*T]
+    sums = torch.zeros(n_seg, dtype=x.dtype, device=x.device).index_add(0, seg, x.reshape(-1) * m)  # [S]
+    counts = torch.zeros(n_seg, dtype=x.dtype, device=x.device).index_add(0, seg, m)               # [S]
+    means = sums / counts.clamp(min=1.0)                                               # [S]
+    return (means[seg] * m).reshape(x.shape)                                           # [B, T]
 
 
 def log_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor,
               ratio_level: RatioLevel = "token", segments: torch.Tensor | None = None) -> torch.Tensor:
     """log r per token at the chosen level (sequence/turn: the segment mean of the token log-ratios)."""
-    diff = (logprobs - old_logprobs) * mask
+    diff = (logprobs - old_logprobs) * mask       # [B, T] log π_θ - log π_old on action tokens, 0 elsewhere
     if ratio_level == "token":
         return diff
     if ratio_level == "sequence":
-        rows = torch.arange(diff.shape[0], device=diff.device).unsqueeze(-1).expand_as(diff)
+        rows = torch.arange(diff.shape[0], device=diff.device).unsqueeze(-1).expand_as(diff)  # [B, T] row id
         return segment_mean(diff, mask, rows)
     if ratio_level == "turn":
         if segments is None:
@@ -112,11 +112,12 @@ def ppo_policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantag
     the sampler's probabilities differing from `old_logprobs` (`targets.truncated_is_weights`)."""
     if dual_clip is not None and dual_clip <= 1.0:
         raise ValueError(f"dual_clip must be > 1 (e.g. 3.0), got {dual_clip}")
+    # every tensor here: [B, T] (samples x shifted positions), the loss taken over `mask`'s action tokens
     lr = log_ratio(logprobs, old_logprobs, mask, ratio_level, segments)
-    ratio = torch.exp(lr.clamp(-20.0, 20.0))
-    loss1 = -advantages * ratio
-    loss2 = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
-    per_token = torch.maximum(loss1, loss2)
+    ratio = torch.exp(lr.clamp(-20.0, 20.0))                                 # r = π_θ / π_old
+    loss1 = -advantages * ratio                                              # -A r
+    loss2 = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)       # -A clip(r, 1-ε_lo, 1+ε_hi)
+    per_token = torch.maximum(loss1, loss2)                                  # the pessimistic of the two
     if dual_clip is not None:
         capped = torch.minimum(per_token, -advantages * dual_clip)
         per_token = torch.where(advantages < 0, capped, per_token)
@@ -126,7 +127,7 @@ def ppo_policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantag
         m = mask.bool()
         n = m.sum().clamp(min=1)
         clipped = (loss2 > loss1) & m
-        d = (old_logprobs - logprobs)[m]
+        d = (old_logprobs - logprobs)[m]                                    # [N action tokens]
         approx_kl = (torch.exp(d) - d - 1).sum() / n
         stats = (clipped.sum() / n).item(), approx_kl.item(), (ratio[m].sum() / n).item()
     return PolicyLossOut(aggregate(per_token, mask, agg, denom), *stats)
@@ -138,9 +139,9 @@ def behaviour_weights(proximal_logprobs: torch.Tensor, behaviour_logprobs: torch
     behaviour policy reported no log-prob (NaN)."""
     if cap < 1.0:
         raise ValueError(f"the behaviour weight cap must be >= 1 (e.g. 2.0), got {cap}")
-    known = mask.bool() & torch.isfinite(behaviour_logprobs)
+    known = mask.bool() & torch.isfinite(behaviour_logprobs)                   # [B, T]
     diff = torch.where(known, proximal_logprobs - torch.nan_to_num(behaviour_logprobs), torch.zeros_like(mask))
-    return torch.exp(diff.clamp(max=math.log(cap))).detach()
+    return torch.exp(diff.clamp(max=math.log(cap))).detach()                    # [B, T] w in (0, cap]
 
 
 def decoupled_ppo_loss(logprobs: torch.Tensor, proximal_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor,
@@ -158,7 +159,7 @@ def decoupled_ppo_loss(logprobs: torch.Tensor, proximal_logprobs: torch.Tensor, 
 
 def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
     """Per-token KL(π || π_ref) estimate: k1 = log π − log π_ref; k3 = e^(−k1) + k1 − 1 (≥ 0)."""
-    k1 = logprobs - ref_logprobs
+    k1 = logprobs - ref_logprobs                     # [B, T] (or any shape: elementwise)
     if estimator == "k1":
         return k1
     if estimator == "k3":
@@ -169,8 +170,8 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: st
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     """Entropy of the softmax over the last dimension, per position."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    return -(logp.exp() * logp).sum(-1)
+    logp = torch.log_softmax(logits.float(), dim=-1)  # [..., V]
+    return -(logp.exp() * logp).sum(-1)               # [...]
 
 
 def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
@@ -180,7 +181,7 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
     `clip=None` gives the plain ½ (V − R)². The mask selects where the critic is trained (turn-level
     GAE: the state position of each turn; bi-level: every action token).
     """
-    err = (values - returns) ** 2
+    err = (values - returns) ** 2                                            # [B, T]
     if clip is not None:
         clipped = old_values + (values - old_values).clamp(-clip, clip)
         err = torch.maximum(err, (clipped - returns) ** 2)
@@ -189,11 +190,11 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """log softmax(logits / temperature)[targets], memory-light (no [B, T, V] log-softmax kept)."""
-    logits = logits.float()
+    logits = logits.float()                                                  # [N, V] (or [B, T, V])
     if temperature != 1.0:
         logits = logits / temperature
-    picked = torch.gather(logits, -1, targets.unsqueeze(-1)).squeeze(-1)
-    return picked - torch.logsumexp(logits, dim=-1)
+    picked = torch.gather(logits, -1, targets.unsqueeze(-1)).squeeze(-1)     # [N] the target's logit
+    return picked - torch.logsumexp(logits, dim=-1)                          # [N] log p(target)
 
 
 

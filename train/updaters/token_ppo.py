@@ -84,16 +84,17 @@ def forward(model: Any, critic: Any, samples: Sequence[Sample], index: Sequence[
             temperature: float, pad_id: int, want_entropy: bool = False) -> Forward:
     """One forward pass over `samples[index]` (right-padded); log-probs are 0 off the action tokens."""
     batch = collate(samples, index, pad_id)
-    ids = torch.as_tensor(batch.ids, device=device)
-    att = torch.as_tensor(batch.attention, device=device)
-    bool_mask = torch.as_tensor(batch.row[:, 1:] >= 0, device=device)
-    logits, hidden = _action_logits(model, ids, att, bool_mask)
-    picked = L.token_logprobs(logits, ids[:, 1:][bool_mask], temperature)
-    logprobs = torch.zeros(bool_mask.shape, dtype=picked.dtype, device=device).masked_scatter(bool_mask, picked)
+    ids = torch.as_tensor(batch.ids, device=device)                          # [B, T] right-padded token ids
+    att = torch.as_tensor(batch.attention, device=device)                    # [B, T]
+    bool_mask = torch.as_tensor(batch.row[:, 1:] >= 0, device=device)        # [B, T-1] token p+1 is an action
+    logits, hidden = _action_logits(model, ids, att, bool_mask)              # [N, V] at N action positions; [B, T, H]
+    picked = L.token_logprobs(logits, ids[:, 1:][bool_mask], temperature)    # [N]
+    logprobs = torch.zeros(bool_mask.shape, dtype=picked.dtype, device=device)  # [B, T-1], 0 off the actions
+    logprobs = logprobs.masked_scatter(bool_mask, picked)
     values = None
     if critic is not None:
         shared = getattr(critic, "module", critic).shared  # through a DDP wrapper too
-        values = critic(ids, att, hidden if shared else None)[:, :-1]
+        values = critic(ids, att, hidden if shared else None)[:, :-1]       # [B, T-1] V(s_p)
     entropy = None
     if want_entropy:
         entropy = L.entropy_from_logits(logits / temperature) if logits.numel() else logits.new_zeros(0)
@@ -103,7 +104,7 @@ def forward(model: Any, critic: Any, samples: Sequence[Sample], index: Sequence[
 def answer_logprobs(model: Any, contexts: Sequence[Sequence[int]], probe: Sequence[int], probe_mask: np.ndarray,
                     device: Any, pad_id: int, temperature: float = 1.0, micro_batch_size: int = 8) -> np.ndarray:
     """IGPO's belief scores (train/estimators/igpo.py): the mean log-prob of the probe's masked tokens after each
-    context, one no-grad `forward` per micro-batch (the same padding, head-on-targets-only and temperature as the PPO update)."""
+    context, one no-grad `forward` per micro-batch (the PPO update's padding, head-on-targets-only and temperature)."""
     samples = []
     for ctx in contexts:
         ids = np.asarray([*ctx, *probe], dtype=np.int64)
@@ -214,9 +215,9 @@ def micro_loss(cfg: AlgorithmSection, f: Forward, index: Sequence[int], scored: 
     denom, vden = denoms
     width = f.logprobs.shape[1]
     pad = lambda arrays: _pad(arrays, index, width, f.logprobs.device)  # noqa: E731
-    adv, old = pad(targets.advantages), pad(scored.old_logprobs)
-    seg = pad(targets.segments).long().clamp(min=0)
-    actor_mask = f.mask if targets.loss_mask is None else f.mask * pad(targets.loss_mask)
+    adv, old = pad(targets.advantages), pad(scored.old_logprobs)            # [B, T-1] each, like f.logprobs
+    seg = pad(targets.segments).long().clamp(min=0)                          # [B, T-1] turn id per position
+    actor_mask = f.mask if targets.loss_mask is None else f.mask * pad(targets.loss_mask)  # [B, T-1]
     loss_cfg = cfg.loss
     out = L.ppo_policy_loss(f.logprobs, old, adv, actor_mask, clip_low=loss_cfg.clip_low,
                             clip_high=loss_cfg.clip_high, dual_clip=loss_cfg.dual_clip,
