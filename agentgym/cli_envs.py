@@ -89,6 +89,7 @@ def _format_kwargs(kwargs: dict[str, Any]) -> str:
 
 def cmd_info(args: argparse.Namespace) -> int:
     from agentgym.checker import as_missing_dependency
+    from agentgym.horizon import limit_source, random_outcome
     from agentgym.registration import make, spec
 
     if not args.policy and (args.tool_format or args.seed is not None):
@@ -99,6 +100,11 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"id:           {env_spec.id}")
     print(f"entry point:  {entry if isinstance(entry, str) else getattr(entry, '__qualname__', repr(entry))}")
     print(f"max_turns:    {env_spec.max_episode_steps or '-'}")
+    source = limit_source(env_spec.id)
+    if source:
+        print(f"  from:       {source}")
+    if random_outcome(env_spec.id):
+        print(f"  oracle:     random outcome: {random_outcome(env_spec.id)}")
     print(f"kwargs:       {_format_kwargs(env_spec.kwargs)}")
     print(f"suites:       {', '.join(_suites_of(env_spec.id)) or '-'}")
     try:
