@@ -53,6 +53,11 @@ def split_name(split: str) -> str:
 
 
 class ScienceWorldEnv(TextEnv):
+    @staticmethod
+    def action_listing(kwargs: dict[str, Any]) -> str:
+        """The simulator's valid actions are listed only with valid_actions=True (envs/action_listing.py)."""
+        return "all" if kwargs.get("valid_actions", True) else "none"
+
     def __init__(self, task: str = "boil", split: str = "train", simplifications: str = "",
                  valid_actions: bool = True, list_actions: bool = False, score_scale: float = 0.01,
                  anchor: str = "state"):
