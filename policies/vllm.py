@@ -38,6 +38,7 @@ import logging
 import math
 import os
 import threading
+from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from agentgym.errors import PolicyError, require
@@ -192,6 +193,39 @@ def wake_on_engine_death(llm: Any, done: threading.Event, poll_s: float = 0.5) -
                 error = EngineDeadError("the vLLM engine core died")
             queue.put_nowait(error)
             return
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        from agentgym.errors import ConfigError
+
+        raise ConfigError(message)
+
+
+@dataclass(frozen=True)
+class VLLMSection:
+    """The vLLM engine that rolls out for `model.policy: vllm:MODEL` (a GPU, or vLLM's CPU build): the training
+    config's `model.vllm` section, kept beside the engine it builds (train/setup.py passes `engine_kwargs()`)."""
+
+    kv_cache_gib: float = 1.0
+    """KV-cache space in GiB (on a CPU the engine reserves exactly this; 1 GiB holds ~23k tokens of
+    SmolLM2-135M in fp32). 0 = size it from gpu_memory_utilization (GPUs only)."""
+    gpu_memory_utilization: float = 0.5
+    """Share of GPU memory the engine may take (weights + KV cache) when kv_cache_gib is 0."""
+    cpu_threads: int = 0
+    """CPU build: OpenMP threads of the engine's worker; 0 = vLLM's own binding (all cores but one)."""
+    enforce_eager: bool = False
+    """Skip torch.compile (starts faster, generates slower)."""
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """These settings as `VLLMPolicy`'s keyword arguments."""
+        return {"enforce_eager": self.enforce_eager, "kv_cache_gib": self.kv_cache_gib or None,
+                "cpu_threads": self.cpu_threads or None, "gpu_memory_utilization": self.gpu_memory_utilization}
+
+    def __post_init__(self) -> None:
+        _require(self.kv_cache_gib >= 0, f"model.vllm.kv_cache_gib must be >= 0, got {self.kv_cache_gib}")
+        _require(self.cpu_threads >= 0, f"model.vllm.cpu_threads must be >= 0, got {self.cpu_threads}")
+        _require(0 < self.gpu_memory_utilization <= 1, "model.vllm.gpu_memory_utilization must be in (0, 1]")
 
 
 class VLLMPolicy(BasePolicy):

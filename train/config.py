@@ -14,6 +14,7 @@ from typing import Any, Literal, Sequence
 
 from agentgym.errors import ConfigError
 from agentgym.policies.registry import split_model_spec
+from agentgym.policies.vllm import VLLMSection
 from agentgym.policy import SamplingParams
 from agentgym.horizon import CONTEXT_FIELDS, context_defaults, context_lines
 from agentgym.rollout import RolloutConfig
@@ -48,26 +49,6 @@ class LoraSection:
 
     def __post_init__(self) -> None:
         _check(self.r >= 1, f"model.lora.r must be >= 1, got {self.r}")
-
-
-@dataclass(frozen=True)
-class VLLMSection:
-    """The vLLM engine that rolls out for `model.policy: vllm:MODEL` (a GPU, or vLLM's CPU build)."""
-
-    kv_cache_gib: float = 1.0
-    """KV-cache space in GiB (on a CPU the engine reserves exactly this; 1 GiB holds ~23k tokens of
-    SmolLM2-135M in fp32). 0 = size it from gpu_memory_utilization (GPUs only)."""
-    gpu_memory_utilization: float = 0.5
-    """Share of GPU memory the engine may take (weights + KV cache) when kv_cache_gib is 0."""
-    cpu_threads: int = 0
-    """CPU build: OpenMP threads of the engine's worker; 0 = vLLM's own binding (all cores but one)."""
-    enforce_eager: bool = False
-    """Skip torch.compile (starts faster, generates slower)."""
-
-    def __post_init__(self) -> None:
-        _check(self.kv_cache_gib >= 0, f"model.vllm.kv_cache_gib must be >= 0, got {self.kv_cache_gib}")
-        _check(self.cpu_threads >= 0, f"model.vllm.cpu_threads must be >= 0, got {self.cpu_threads}")
-        _check(0 < self.gpu_memory_utilization <= 1, "model.vllm.gpu_memory_utilization must be in (0, 1]")
 
 
 @dataclass(frozen=True)

@@ -110,11 +110,8 @@ def make_rollout_engine(config: TrainConfig, tokenizer: Any, run_dir: Path) -> A
     path = model_path(config, run_dir)
     if backend != "vllm":
         return rollout_backend(backend)(path, tokenizer=tokenizer, seed=config.train.seed, dtype=m.dtype)
-    v = m.vllm
-    kwargs: dict[str, Any] = {
-        "logprobs_mode": "processed_logprobs", "seed": config.train.seed, "dtype": m.dtype,
-        "tokenizer": tokenizer, "enforce_eager": v.enforce_eager, "kv_cache_gib": v.kv_cache_gib or None,
-        "cpu_threads": v.cpu_threads or None, "gpu_memory_utilization": v.gpu_memory_utilization}
+    kwargs: dict[str, Any] = {"logprobs_mode": "processed_logprobs", "seed": config.train.seed, "dtype": m.dtype,
+                              "tokenizer": tokenizer, **m.vllm.engine_kwargs()}
     if config.rollout.max_context_tokens is not None:  # None: the engine takes the model's own context length
         kwargs["max_model_len"] = config.rollout.max_context_tokens + config.rollout.max_new_tokens
     if split_model_spec(m.policy)[1] == "tiny":  # a word-level tokenizer vLLM cannot load: ids in and out
