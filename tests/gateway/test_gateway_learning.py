@@ -79,7 +79,9 @@ def test_the_example_harness_learns_through_the_gateway(tmp_path):
     assert len(rows) == 10
     success = [r["success"] for r in rows]
     returns = [r["return"] for r in rows]
-    assert max(success[:2]) <= 0.05 and max(success[-3:]) >= 0.2, success
+    # runs differ with thread timing (which session's call lands in which batch); two runs: 0.00 -> 0.34 and
+    # 0.03 -> 0.51 (first two vs last three iterations' mean success)
+    assert sum(success[-3:]) / 3 >= sum(success[:2]) / 2 + 0.15 and max(success[-3:]) >= 0.2, success
     assert sum(returns[-3:]) / 3 > sum(returns[:2]) / 2 + 0.3, returns
     for r in rows:   # every call merged into its session's one sequence; sampler and trainer log-probs agree
         assert r["gateway/segments_per_session"] == 1.0 and r["gateway/failed_sessions"] == 0

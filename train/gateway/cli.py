@@ -60,7 +60,7 @@ def load(spec: str, work_dir: str) -> tuple[Any, Any]:
             spec = "hf:" + str(build_tiny(Path(work_dir) / f"tiny-{spec[5:]}", spec[5:]))
         except ValueError as exc:
             raise ConfigError(f"--policy {spec}: {exc}") from exc
-    policy = load_policy(spec)
+    policy: Any = load_policy(spec)
     if not callable(getattr(policy, "chat_format", None)):
         raise ConfigError(f"--policy {spec}: {type(policy).__name__} has no tokenizer to render chat requests with; "
                           "serve a model policy (hf:, checkpoint:, vllm:, openai:URL with tokenizer=)")

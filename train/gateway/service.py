@@ -91,9 +91,9 @@ class Gateway:
                 role = "system" if m["role"] == "developer" else m["role"]
                 messages.append({**m, "role": role})
                 continue
-            ids = self._recorded(session, m)
-            if ids is not None:
-                messages.append({"role": "assistant", "content": m["content"] or "", "token_ids": list(ids)})
+            recorded = self._recorded(session, m)
+            if recorded is not None:
+                messages.append({"role": "assistant", "content": m["content"] or "", "token_ids": list(recorded)})
                 spliced += 1
                 continue
             retokenized += 1
@@ -105,11 +105,11 @@ class Gateway:
             else:
                 messages.insert(0, {"role": "system", "content": self.chat.system_text("", tools)})
         try:
-            ids = self.chat.expected_ids(messages, tools or None, add_generation_prompt=True)
+            prompt = self.chat.expected_ids(messages, tools or None, add_generation_prompt=True)
         except Exception as exc:  # the template refused the conversation (roles out of order, ...)
             raise GatewayError(400, f"the model's chat template cannot render these messages: {exc}", param="messages",
                                code="template_error") from exc
-        return ids, spliced, retokenized
+        return prompt, spliced, retokenized
 
     @staticmethod
     def _recorded(session: Session, message: dict[str, Any]) -> tuple[int, ...] | None:
