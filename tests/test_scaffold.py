@@ -1,5 +1,7 @@
 """`agentgym new env NAME` writes an installable env package that passes its own test; bad input writes nothing."""
+import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -81,7 +83,23 @@ def test_new_env_installs_and_passes_its_own_test(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert test.returncode == 0, test.stdout[-3000:]
     assert "3 passed" in test.stdout
-    # installed, the env is one the command line finds by id
+    # installed, the env is one the command line finds by id: listed, and evaluated as its README says
     listed = subprocess.run([python, "-m", "agentgym", "list", "demo/"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=120)
     assert "demo/Demo-v0" in listed.stdout, listed.stderr
+    evaluated = subprocess.run([python, "-m", "agentgym", "eval", "--policy", "oracle", "--env", "demo/Demo-v0",
+                                "--episodes", "3", "--out", "ev", "--no-progress"], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=300)
+    assert evaluated.returncode == 0, evaluated.stderr
+    results = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert "demo/Demo-v0" in json.dumps(results) and "100.0%" in evaluated.stdout
+
+
+def test_the_written_readmes_commands_parse(tmp_path):
+    from agentgym.cli import build_parser
+
+    target = new_env("demo_task", tmp_path)
+    lines = [line for line in (target / "README.md").read_text().splitlines() if line.startswith("agentgym ")]
+    assert {shlex.split(line)[1] for line in lines} >= {"check", "play", "eval", "train"}
+    for line in lines:
+        build_parser().parse_args(shlex.split(line.split("  #", 1)[0])[1:])
