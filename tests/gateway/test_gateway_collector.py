@@ -75,6 +75,7 @@ def test_a_failing_harness_is_dropped_with_its_group_left_too_small(tiny_policy,
     assert [t.total_reward for t in batch] == [1.0, 1.0] and stats["failed_dropped"] == 0
 
 
+@pytest.mark.slow   # ~9 s: two harness processes import the openai client
 def test_the_harness_as_a_program(tiny_policy, serve):
     policy, chat = tiny_policy
     gateway, url = serve(policy, chat, max_new_tokens=1)
