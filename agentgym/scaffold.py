@@ -2,7 +2,8 @@
 
 It writes NAME/ with pyproject.toml (the `agentgym.envs` entry point), src/NAME/env.py (a `TextEnv` with a
 placeholder task), src/NAME/__init__.py (its registration), tests/test_env.py (`check_env` and the entry point)
-and a README; `pip install -e NAME && pytest NAME` passes as written. The files come from
+and a README; `pip install -e NAME && pytest NAME` passes as written, and the command runs `check_env` on the
+written env before it returns (the contract checked on the spot, not at the first training run). The files come from
 agentgym/templates/env/ (`*.tmpl`, `str.format` fields). Nothing is written unless all of it can be: bad input is
 refused first, and the package is laid out in a temp folder beside the target and renamed into place.
 """
@@ -13,6 +14,8 @@ import keyword
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -81,11 +84,26 @@ def new_env(name: str, parent: Path = Path(".")) -> Path:
     return target
 
 
+def check_written(target: Path, name: str) -> list[str]:
+    """Run check_env on the env just written, from its folder (a fresh process: nothing is installed or imported
+    here); returns the names of the checks it passed, or raises ScaffoldError with the checker's one line."""
+    code = (f"import agentgym, {name}; {name}.register(); "
+            f"print(', '.join(agentgym.check_env({name}.ENV_ID).checks))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(target / "src"), os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ScaffoldError(f"wrote {target}/, but its env fails check_env: {last}")
+    return out.stdout.strip().split(", ")
+
+
 def cmd_new_env(args) -> int:
     target = new_env(args.name, Path(args.dir))
     fields = env_fields(args.name)
-    print(f"wrote {target}/ with {fields['env_id']} ({fields['class_name']} in src/{args.name}/env.py)\n"
-          f"next:  pip install -e {target} && pytest {target}\n"
+    print(f"wrote {target}/ with {fields['env_id']} ({fields['class_name']} in src/{args.name}/env.py)")
+    if args.check:
+        print(f"check_env passed: {', '.join(check_written(target, args.name))}")
+    print(f"next:  pip install -e {target} && pytest {target}\n"
           f"       agentgym eval --policy oracle --env {fields['env_id']} --episodes 5 --out runs/{args.name}")
     return 0
 
@@ -100,4 +118,6 @@ def add_parser(subparsers) -> None:
                                        "that runs check_env and a README. Then: pip install -e NAME && pytest NAME.")
     env.add_argument("name", metavar="NAME", help="the package name: a lowercase Python identifier, e.g. my_task")
     env.add_argument("--dir", default=".", help="the folder to create NAME/ in (default: the current one)")
+    env.add_argument("--no-check", dest="check", action="store_false",
+                     help="skip running check_env on the written env (it takes a few seconds)")
     env.set_defaults(func=cmd_new_env)

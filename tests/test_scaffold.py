@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from agentgym.scaffold import ScaffoldError, env_fields, new_env
+from agentgym.scaffold import ScaffoldError, check_written, env_fields, new_env
 
 
 def _agentgym(*args, cwd):
@@ -29,13 +29,17 @@ def test_writes_the_package_files(tmp_path):
 
 
 def test_the_written_env_passes_check_env(tmp_path):
-    new_env("word_task", tmp_path)
-    code = ("import agentgym, word_task; word_task.register(); "
-            "print(sorted(agentgym.check_env(word_task.ENV_ID).checks))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(tmp_path / "word_task" / "src")})
-    assert out.returncode == 0, out.stderr
-    assert {"determinism", "any string", "oracle", "close"} <= set(eval(out.stdout))
+    target = new_env("word_task", tmp_path)
+    assert {"determinism", "any string", "oracle", "close"} <= set(check_written(target, "word_task"))
+
+
+def test_an_env_broken_after_writing_fails_the_check_in_one_line(tmp_path):
+    target = new_env("word_task", tmp_path)
+    env_py = target / "src" / "word_task" / "env.py"
+    env_py.write_text(env_py.read_text().replace("if not guess.isalpha():", "if not guess.isalpha():\n            raise ValueError(guess)"))
+    with pytest.raises(ScaffoldError, match=r"fails check_env: agentgym.errors.CheckError: \[gymnasium\]") as err:
+        check_written(target, "word_task")
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("name, reason", [
@@ -74,7 +78,7 @@ def test_new_env_installs_and_passes_its_own_test(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
     out = _agentgym("new", "env", "demo", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert "pip install -e demo && pytest demo" in out.stdout
+    assert "pip install -e demo && pytest demo" in out.stdout and "check_env passed: api" in out.stdout
     install = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
                               "--no-build-isolation", "-e", "demo"], cwd=tmp_path, env=env, capture_output=True,
                              text=True, timeout=300)
