@@ -38,7 +38,7 @@ def _hints(cls: type) -> dict[str, Any]:
 def _coerce(value: Any, tp: Any, where: str) -> Any:
     """Check/convert a YAML value to the annotated type; raise ConfigError saying what was expected."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{where} must be a mapping of {tp.__name__} fields, got {value!r}")
         return build(tp, value, where)

@@ -66,6 +66,7 @@ class TokenPPO(Learner):
         """Per table row: the critic's value of the state after a trajectory's last turn where the episode
         was cut off (GAE bootstraps there), 0 elsewhere."""
         r, c, final = self.cfg.rollout, self.c, np.zeros(len(table))
+        assert table.terminated is not None  # the trainer's tables record it
         cut = np.flatnonzero(last_rows(table) & ~table.terminated)
         prompts = [next_prompt_ids(c.chat, batch[table.traj[i]], r.layout, r.history_turns, c.tools) for i in cut]
         final[cut] = state_values(c, prompts, self.cfg)
