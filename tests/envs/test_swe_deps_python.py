@@ -60,8 +60,8 @@ def test_the_swe_env_refuses_a_folder_built_for_another_python(tmp_path):
     (folder / deps_mod.MANIFEST).write_text(json.dumps({"installed": [], "unsatisfied": [], "plugins": [],
                                                         "python": "3.1"}))
     repo = os.path.join(MINI_DIR, "intervals")
-    row = {"instance_id": "x-1", "repo": "intervals", "base_dir": repo, "patch": "", "FAIL_TO_PASS": ["t::a"],
-           "deps_dir": str(folder)}
+    row = {"instance_id": "x-1", "repo": "intervals", "base_dir": repo, "patch": "(never applied)",
+           "FAIL_TO_PASS": ["t::a"], "deps_dir": str(folder)}  # the check comes before any patch
     (tmp_path / "tasks.jsonl").write_text(json.dumps(row) + "\n")
     env = agentgym.make("agentgym/SWE-Mini-v0", tasks=str(tmp_path / "tasks.jsonl"), backend="bwrap")
     try:
