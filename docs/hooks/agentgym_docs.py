@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import os
 try:
@@ -78,8 +79,25 @@ def _cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def _full_docs(cls: type, prefix: str = "") -> dict[str, str]:
+    """{dotted option: its field's whole docstring} (options() keeps the first sentence, for a terminal)."""
+    from agentgym.train.options import field_docs
+
+    docs, out, instance = field_docs(cls), {}, cls()
+    for f in (f for f in dataclasses.fields(cls) if f.init):
+        value = getattr(instance, f.name)
+        if dataclasses.is_dataclass(value):
+            out.update(_full_docs(type(value), f"{prefix}{f.name}."))
+        else:
+            out[f"{prefix}{f.name}"] = docs.get(f.name, "")
+    return out
+
+
 def config_reference() -> str:
+    from agentgym.train.config import TrainConfig
     from agentgym.train.options import format_options, options
+
+    full = _full_docs(TrainConfig)
 
     lines = ["# Training config reference", "",
              "Generated from the config dataclasses (`train/config.py`; each option's doc is its field's docstring) "
@@ -92,7 +110,7 @@ def config_reference() -> str:
         if top != section:
             section = top
             lines += ["", f"## `{top}`", "", "| option | type | default | what |", "|---|---|---|---|"]
-        lines.append(f"| `{o.name}` | {_cell(o.type)} | `{_cell(repr(o.default))}` | {_cell(o.doc)} |")
+        lines.append(f"| `{o.name}` | {_cell(o.type)} | `{_cell(repr(o.default))}` | {_cell(full.get(o.name) or o.doc)} |")
     text = format_options()
     tail = text[text.index("Estimators"):] if "Estimators" in text else ""
     if tail:
