@@ -3,6 +3,9 @@
     python benchmarks/learning.py [--iterations 14] [--seeds 0 1] [--out runs/bench_learning]
     python benchmarks/learning.py --household --quick   # SmolLM2 on household from one SFT checkpoint:
                                                         # GiGPO vs GRPO (+ RLOO, HGPO: --estimators), learning_household.py
+    python benchmarks/learning.py --family search --quick   # another family (search, web_shop, textworld,
+                                                        # scienceworld): its *_cpu preset's warm start, then RL
+                                                        # per seed, paired with the start (learning_household.py)
 
 The env (agentgym/Toy-KeyDoor-OneWord-v0, envs/toy/oneword.py) pays 0.5 for taking the key and 1.0 for
 opening the door a turn or more later, so the moves that earn the final reward come before it: turn-
@@ -120,7 +123,7 @@ def main() -> None:
 if __name__ == "__main__":
     import sys
 
-    if "--household" in sys.argv[1:]:
+    if any(a == "--household" or a.startswith("--family") for a in sys.argv[1:]):
         sys.path.insert(0, str(Path(__file__).parent))
         from learning_household import main as household_main
 

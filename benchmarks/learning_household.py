@@ -1,7 +1,10 @@
-"""Household learning run: from ONE SFT checkpoint, GiGPO vs GRPO vs RLOO vs HGPO with the same iterations,
-seeds and budget; held-out greedy success after each evaluated iteration, mean over seeds with the seeds'
-spread and a pooled Wilson interval; a table and a PNG.
+"""Learning run of an env family: from ONE SFT checkpoint (the family preset's fair-expert warm start), GiGPO
+(vs GRPO vs RLOO vs HGPO on household) with the same iterations, seeds and budget; held-out greedy success
+after each evaluated iteration, mean over seeds with the seeds' spread and a 95% interval that respects
+tasks x seeds (a percentile bootstrap over the held-out tasks, every seed's outcome on a drawn task kept:
+train/eval_records.task_bootstrap_interval); a table and a PNG.
 
+    python benchmarks/learning.py --family search --quick    # another family's preset (FAMILIES below)
     python benchmarks/learning.py --household --quick        # CPU size (documented below)
     python benchmarks/learning.py --household --gpu          # GPU size (model.device=cuda)
     python benchmarks/learning.py --household [--iterations N] [--seeds 0 1 2] [--eval-every K] [--out DIR]
@@ -43,32 +46,41 @@ GPU = {"iterations": 30, "eval_every": 5, "seeds": [0, 1, 2], "estimators": list
        "rl": ["rollout.groups=16", "rollout.group_size=8", "eval.seeds=64", "model.device=cuda",
               "model.dtype=bfloat16", "train.micro_batch_size=8", "train.torch_threads=0"]}
 VARIANT = {"hgpo": ["algorithm.estimator=hgpo", "algorithm.hgpo.levels=2"]}
+# family -> its CPU preset (train/configs/<preset>.yaml: env, action mode, fair-expert warm start, RL stage)
+FAMILIES = {"household": "quickstart_cpu", "search": "search_cpu", "web_shop": "web_shop_cpu",
+            "textworld": "textworld_cpu", "scienceworld": "scienceworld_cpu"}
+# the other families' quick size: the preset's warm start and RL stage, GiGPO, 3 seeds, 64 held-out tasks
+# (issue 47's bar); the benchmark evaluates the checkpoint itself, so the SFT stage does not
+FAMILY_QUICK = {"iterations": 6, "eval_every": 3, "seeds": [0, 1, 2], "estimators": ["gigpo"],
+                "sft": ["sft.evaluate=false"], "rl": ["eval.seeds=64"]}
 
 
-def sft_checkpoint(out: Path, overrides: list[str]) -> tuple[str, float]:
+def sft_checkpoint(out: Path, overrides: list[str], preset: str = "quickstart_cpu") -> tuple[str, float]:
     from agentgym.train.config import load_config
     from agentgym.train.sft.run import sft
 
     t = time.perf_counter()
-    cfg = load_config("quickstart_cpu", [f"train.run_dir={out}", "logging.progress=false", *overrides])
+    cfg = load_config(preset, [f"train.run_dir={out}", "logging.progress=false", *overrides])
     latest = out / "sft" / "latest"
     ckpt = out / "sft" / latest.read_text().strip() if latest.exists() else sft(cfg)
     return str(ckpt), time.perf_counter() - t
 
 
 def rl_curve(estimator: str, seed: int, ckpt: str, iterations: int, eval_every: int, out: Path,
-             overrides: list[str]) -> tuple[dict[int, float], dict[int, Paired], float]:
+             overrides: list[str], preset: str = "quickstart_cpu"
+             ) -> tuple[dict[int, float], dict[int, Paired], float, dict[int, dict]]:
     """{iteration: held-out success} at 0 (the checkpoint, evaluated once per `out` and kept in
-    out/sft_eval_episodes.jsonl) and after every `eval_every` iterations and the last; and each of those
-    evals paired task by task with iteration 0's."""
+    out/sft_eval_episodes.jsonl) and after every `eval_every` iterations and the last; each of those
+    evals paired task by task with iteration 0's; the seconds; and {iteration: {task: solved}}."""
     from agentgym.train.config import load_config
-    from agentgym.train.eval_records import episode_records, paired_by_iteration, read_records
+    from agentgym.train.eval_records import (episode_records, paired_by_iteration, read_records, solved,
+                                             solved_by_iteration)
     from agentgym.train.metrics import read_metrics
     from agentgym.train.trainer import Trainer
 
     run_dir = out / f"{estimator}-seed{seed}"
     variant = VARIANT.get(estimator, [f"algorithm.estimator={estimator}"])
-    cfg = load_config("quickstart_cpu", [f"model.policy=checkpoint:{ckpt}", "sft.enabled=false", *variant,
+    cfg = load_config(preset, [f"model.policy=checkpoint:{ckpt}", "sft.enabled=false", *variant,
                                          f"train.iterations={iterations}", f"train.seed={seed}",
                                          f"rollout.seed_start={seed * 100_000}", f"eval.every={eval_every}",
                                          f"train.run_dir={run_dir}", "logging.progress=false", *overrides])
@@ -88,16 +100,19 @@ def rl_curve(estimator: str, seed: int, ckpt: str, iterations: int, eval_every: 
         trainer.close()
     curve = {0: sum(r["outcome"] == "success" for r in start) / len(start)}
     curve.update({int(r["iteration"]) + 1: r["eval/success"] for r in read_metrics(run_dir) if "eval/success" in r})
-    paired = {row + 1: p for row, p in paired_by_iteration(start, read_records(run_dir / "eval_episodes.jsonl")).items()}
-    return curve, paired, time.perf_counter() - t
+    records = read_records(run_dir / "eval_episodes.jsonl")
+    paired = {row + 1: p for row, p in paired_by_iteration(start, records).items()}
+    outcomes = {0: solved(start), **{row + 1: o for row, o in solved_by_iteration(records).items()}}
+    return curve, paired, time.perf_counter() - t, outcomes
 
 
-def summarise(values: list[float], episodes: int) -> tuple[float, float, float, float, float]:
-    """(mean, seed min, seed max, pooled Wilson low, high) of per-seed success rates on `episodes` tasks."""
-    from agentgym.eval.metrics import wilson_interval
+def summarise(values: list[float], outcomes: list[dict]) -> tuple[float, float, float, float, float]:
+    """(mean, seed min, seed max, 95% low, high) of per-seed success rates; the interval is a bootstrap over
+    the held-out tasks with every seed's outcome on a drawn task kept (`outcomes`: per seed {task: solved}),
+    not a pooled Wilson interval, which took the seeds' plays of one task for independent trials."""
+    from agentgym.train.eval_records import task_bootstrap_interval
 
-    k = sum(round(v * episodes) for v in values)
-    low, high = wilson_interval(k, episodes * len(values))
+    low, high = task_bootstrap_interval(outcomes)
     return sum(values) / len(values), min(values), max(values), low, high
 
 
@@ -117,7 +132,7 @@ def print_paired(paired: dict[str, list[dict[int, Paired]]], seeds: list[int]) -
             print(f"{name} it{i}: {cells}  mean {gain:+.1f} points, {wins}/{len(runs)} significant gains")
 
 
-def plot(table: dict[str, dict[int, tuple[float, ...]]], path: Path) -> None:
+def plot(table: dict[str, dict[int, tuple[float, ...]]], path: Path, title: str = "Household-PickPlace") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -132,7 +147,7 @@ def plot(table: dict[str, dict[int, tuple[float, ...]]], path: Path) -> None:
     ax.set_xlabel("iteration (0 = SFT checkpoint)")
     ax.set_ylabel("held-out success (greedy), mean over seeds")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title("SmolLM2-135M on Household-PickPlace: from one SFT checkpoint\n(band: pooled Wilson 95%)")
+    ax.set_title(f"SmolLM2-135M on {title}: from one SFT checkpoint\n(band: 95% bootstrap over tasks, seeds kept)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -140,7 +155,8 @@ def plot(table: dict[str, dict[int, tuple[float, ...]]], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--household", action="store_true")
+    parser.add_argument("--household", action="store_true", help="= --family household")
+    parser.add_argument("--family", choices=sorted(FAMILIES), help="the family (its preset: FAMILIES)")
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="the CPU size (default)")
     size.add_argument("--gpu", action="store_true", help="the GPU size")
@@ -151,38 +167,59 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/bench_learning_household"))
     parser.add_argument("--sft-checkpoint", help="start from this SFT checkpoint (e.g. the quick start's "
                                                  "runs/quickstart/train/sft/ckpt-N) instead of training one")
-    parser.add_argument("--action-modes", nargs="+", default=["admissible"], choices=["generate", "admissible"],
+    parser.add_argument("--action-modes", nargs="+", choices=["generate", "admissible"],
                         help="choosing among admissible actions (trained exactly on the renormalised distribution; "
-                             "the default) and/or free generation; each estimator runs in each mode")
+                             "household's default) and/or free generation; each estimator runs in each mode "
+                             "(default: the preset's rollout.action_mode)")
     parser.add_argument("overrides", nargs="*", help="config overrides for every RL run, e.g. rollout.groups=4")
     args = parser.parse_args(argv)
-    spec = GPU if args.gpu else QUICK
+    family = args.family or "household"
+    preset = FAMILIES[family]
+    if args.gpu and family != "household":
+        raise SystemExit("--gpu is the household size only; for another family give its sizes as overrides")
+    spec = GPU if args.gpu else QUICK if family == "household" else FAMILY_QUICK
+    if args.action_modes is None:
+        from agentgym.train.config import load_config
+
+        args.action_modes = [load_config(preset).rollout.action_mode]
+    if args.out == parser.get_default("out") and family != "household":
+        args.out = Path(f"runs/bench_learning_{family}")
     iterations = args.iterations or spec["iterations"]
     eval_every = min(args.eval_every or spec["eval_every"], iterations)
     seeds, estimators = args.seeds or spec["seeds"], args.estimators or spec["estimators"]
-    ckpt, sft_s = (args.sft_checkpoint, 0.0) if args.sft_checkpoint else sft_checkpoint(args.out, spec["sft"])
+    ckpt, sft_s = (args.sft_checkpoint, 0.0) if args.sft_checkpoint else sft_checkpoint(args.out, spec["sft"], preset)
     print(f"SFT checkpoint {ckpt} ({sft_s:.0f} s)")
     episodes = int(next(o for o in [*spec["rl"], *args.overrides][::-1] if o.startswith("eval.seeds=")).split("=")[1])
     curves: dict[str, list[dict[int, float]]] = {}
     paired: dict[str, list[dict[int, Paired]]] = {}
+    solved: dict[str, list[dict[int, dict]]] = {}
     for seed in seeds:
         for m in args.action_modes:
             for e in estimators:
-                curve, vs_sft, seconds = rl_curve(e, seed, ckpt, iterations, eval_every, args.out / m,
-                                                  [*spec["rl"], f"rollout.action_mode={m}", *args.overrides])
+                curve, vs_sft, seconds, outcomes = rl_curve(e, seed, ckpt, iterations, eval_every, args.out / m,
+                                                            [*spec["rl"], f"rollout.action_mode={m}",
+                                                             *args.overrides], preset)
                 curves.setdefault(f"{e}/{m}", []).append(curve)
+                solved.setdefault(f"{e}/{m}", []).append(outcomes)
                 paired.setdefault(f"{e}/{m}", []).append(vs_sft)
                 print(f"{e}/{m} seed {seed}: " + " ".join(f"it{i}={v:.2f}" for i, v in sorted(curve.items()))
                       + "  vs SFT " + " ".join(f"it{i} {pair_cell(p)}" for i, p in sorted(vs_sft.items()))
                       + f"  ({seconds:.0f} s)", flush=True)
-    table = {name: {i: summarise([c[i] for c in runs], episodes) for i in runs[0]} for name, runs in curves.items()}
-    print(f"\nheld-out greedy success on {episodes} tasks per evaluation, {len(seeds)} seed(s): mean [seed min-max] "
-          "(pooled Wilson 95%); iteration 0 = the SFT checkpoint")
+    table = {name: {i: summarise([c[i] for c in runs], [o[i] for o in solved[name]]) for i in runs[0]}
+             for name, runs in curves.items()}
+    print(f"\n{family} ({preset}): held-out greedy success on {episodes} tasks per evaluation, {len(seeds)} seed(s): "
+          "mean [seed min-max] (95% bootstrap over tasks, seeds kept); iteration 0 = the SFT checkpoint")
     print(f"{'iter':<5}" + "".join(f"{name:>34}" for name in table))
     for i in sorted(next(iter(table.values()))):
         print(f"{i:<5}" + "".join(f"{'%.3f [%.2f-%.2f] (%.2f-%.2f)' % table[n][i]:>34}" for n in table))
     print_paired(paired, seeds)
     args.out.mkdir(parents=True, exist_ok=True)
-    png = args.out / "household_success_vs_iteration.png"
-    plot(table, png)
+    png = args.out / f"{family}_success_vs_iteration.png"
+    plot(table, png, {"household": "Household-PickPlace"}.get(family, f"{family} ({load_preset_env(preset)})"))
     print(f"plot: {png}")
+
+
+def load_preset_env(preset: str) -> str:
+    from agentgym.train.config import load_config
+
+    return load_config(preset).rollout.env.removeprefix("agentgym/")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from agentgym.eval.paired import Paired, paired_outcomes
 from agentgym.trajectory import Trajectory
@@ -48,8 +48,37 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _solved(records: Sequence[dict[str, Any]]) -> dict[tuple[str, int], bool]:
+def solved(records: Sequence[dict[str, Any]]) -> dict[tuple[str, int], bool]:
+    """{(env, seed): solved} of one eval's records (an errored episode counts as unsolved)."""
     return {(r["env"], r["seed"]): r["outcome"] == "success" for r in records}
+
+
+_solved = solved
+
+
+def solved_by_iteration(records: Sequence[dict[str, Any]]) -> dict[int, dict[tuple[str, int], bool]]:
+    """{metrics row: {(env, seed): solved}} of every eval in an eval_episodes.jsonl's records."""
+    return {row: solved([r for r in records if r["iteration"] == row]) for row in sorted({r["iteration"] for r in records})}
+
+
+def task_bootstrap_interval(runs: Sequence[Mapping[Any, bool]], level: float = 0.95, resamples: int = 4000,
+                            seed: int = 0) -> tuple[float, float]:
+    """Interval of the mean success of several runs (training seeds) on the same held-out tasks that respects
+    tasks x seeds: a percentile bootstrap over tasks with every seed kept (a drawn task brings all the runs'
+    outcomes on it). The runs' plays of one task are not independent trials (an easy task is solved by every
+    seed), so pooling them as seeds x tasks Bernoulli draws, as a pooled Wilson interval does, is too narrow.
+    Only tasks every run played count; (nan, nan) when there is none."""
+    import numpy as np
+
+    keys = sorted(set.intersection(*(set(r) for r in runs))) if runs else []
+    if not keys:
+        return float("nan"), float("nan")
+    per_task = np.array([[bool(r[k]) for k in keys] for r in runs], dtype=float).mean(axis=0)
+    draws = np.random.default_rng(seed).integers(0, len(keys), size=(resamples, len(keys)))
+    means = per_task[draws].mean(axis=1)
+    tail = (1.0 - level) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
 
 
 def append_records(run_dir: Path, records: Sequence[dict[str, Any]]) -> None:
