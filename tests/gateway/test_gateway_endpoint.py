@@ -216,3 +216,30 @@ def test_health_reports_batches(tiny_policy, serve):
     health = httpx.get(url.rsplit("/v1", 1)[0] + "/health").json()
     assert health["served"] == 4 and health["rows"] == 4 and 1 <= health["batches"] <= 4
     assert json.loads(json.dumps(health))["sessions"] == {"open": 4, "closed": 0}
+
+
+class Failing:
+    """The tiny model, except that a prompt holding the word "door" makes the engine raise."""
+
+    def __init__(self, policy, chat):
+        self.policy, self.boom = policy, chat.encode("door")[0]
+
+    def generate(self, requests):
+        if any(self.boom in r.prompt_ids for r in requests):
+            raise RuntimeError("CUDA out of memory (simulated)")
+        return self.policy.generate(requests)
+
+
+def test_an_engine_failure_and_a_prompt_past_the_context_limit_are_errors_not_crashes(tiny_policy, serve):
+    policy, chat = tiny_policy
+    gateway, url = serve(Failing(policy, chat), chat, max_new_tokens=2, max_context_tokens=40)
+    session = gateway.open_session()
+    client = client_for(url, session.id)
+    with pytest.raises(openai.InternalServerError) as failed:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "door"}], max_tokens=1)
+    assert failed.value.code == "engine_error" and "out of memory" in failed.value.message
+    with pytest.raises(openai.BadRequestError) as long:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "room 0 . " * 12}])
+    assert long.value.code == "context_length_exceeded"
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "room 0 ."}], max_tokens=1)
+    assert len(gateway.session(session.id).calls) == 1   # only the call that was answered is recorded
