@@ -3,6 +3,7 @@
     python benchmarks/horizons.py                                   # every measured family, print the table
     python benchmarks/horizons.py --family ScienceWorld --variations 5
     python benchmarks/horizons.py --family Household Toy --write    # store the lengths in agentgym/gold_paths.json
+    python benchmarks/horizons.py --stored --family ScienceWorld     # the stored lengths and limits, as Markdown
 
 For each built-in id with an oracle: plays the oracle (no turn limit, up to --cap turns) on seeds 0..N-1 of
 every split the family has, and counts its turns; ScienceWorld reads the simulator's own gold action sequence of
@@ -81,12 +82,9 @@ def measure_oracle(env_id: str, splits: tuple[str | None, ...], episodes: int, c
 def measure_scienceworld(env_id: str, splits: tuple[str | None, ...], per_split: int, cap: int) -> tuple[list[int], int, str]:
     """The simulator's gold action sequence lengths on `per_split` variations of each split, spread evenly."""
     import agentgym
-    from agentgym.envs.scienceworld.tasks import ORACLE_EPISODES
+    from agentgym.envs.scienceworld.env import ScienceWorldEnv, seed_simulator
 
     task = agentgym.spec(env_id).kwargs["task"]
-    if task in ORACLE_EPISODES:  # no fixed gold sequence: play the oracle instead
-        return measure_oracle(env_id, splits, per_split, cap)
-    from agentgym.envs.scienceworld.env import ScienceWorldEnv, seed_simulator
 
     env = ScienceWorldEnv(task=task)
     lengths = []
@@ -118,6 +116,35 @@ def family_ids(family: str) -> list[str]:
     return [e for e in agentgym.list_envs(prefix) if e not in UNMEASURED]
 
 
+def print_stored(families: list[str], only: list[str]) -> None:
+    """gold_paths.json's rows of `families` as a Markdown table, with the limits they give and where each
+    registered limit came from."""
+    import agentgym
+    from agentgym.horizon import gold_paths, limit_for, limit_source
+
+    print("| env id | measured | gold path min / median / max | rule: max + max(2, 50%) | registered limit |")
+    print("|---|---|---|---|---|")
+    for family in families:
+        for env_id in family_ids(family):
+            row = gold_paths(env_id)
+            if row is None or (only and env_id not in only):
+                continue
+            limit = agentgym.spec(env_id).max_episode_steps
+            budget = "" if limit == limit_for(row.longest) else f": {limit_source(env_id).split(';')[0].split(': ', 1)[-1]}"
+            print(f"| {env_id.removeprefix('agentgym/')} | {row.episodes} {row.measured.split(' (')[0]} | "
+                  f"{row.shortest} / {row.median:g} / {row.longest} | {limit_for(row.longest)} | {limit}{budget} |")
+
+
+def write_rows(rows: dict[str, Any]) -> None:
+    from agentgym.horizon import GOLD_PATHS_FILE
+
+    data = json.loads(GOLD_PATHS_FILE.read_text())
+    data["ids"].update({env_id: asdict(row) for env_id, row in rows.items()})
+    data["ids"] = dict(sorted(data["ids"].items()))
+    GOLD_PATHS_FILE.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {', '.join(rows)} to {GOLD_PATHS_FILE}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     from agentgym.horizon import GOLD_PATHS_FILE, GoldPaths, gold_paths, limit_for, limit_source
 
@@ -128,8 +155,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=None, help="episodes a split (ScienceWorld: variations)")
     parser.add_argument("--cap", type=int, default=1000, help="give up on an oracle episode after this many turns")
     parser.add_argument("--write", action="store_true", help=f"store the lengths in {GOLD_PATHS_FILE}")
+    parser.add_argument("--stored", action="store_true", help="measure nothing: print the stored lengths, the "
+                                                              "rule's limit and the registered one as a Markdown table")
     args = parser.parse_args(argv)
     import agentgym
+
+    if args.stored:
+        print_stored(args.family, args.env)
+        return 0
 
     rows: dict[str, GoldPaths] = {}
     header = f"{'env id':56s} {'n':>4s} {'min':>4s} {'med':>6s} {'p90':>4s} {'max':>4s} {'rule':>5s} {'limit':>5s}  unsolved"
@@ -160,12 +193,8 @@ def main(argv: list[str] | None = None) -> int:
             if limit is not None and limit < limit_for(row.longest):
                 print(f"  {env_id}: registered limit {limit} is below the rule's {limit_for(row.longest)} "
                       f"({limit_source(env_id) or 'not from agentgym.horizon.turn_limit'})")
-    if args.write and rows:
-        data = json.loads(GOLD_PATHS_FILE.read_text())
-        data["ids"].update({env_id: asdict(row) for env_id, row in rows.items()})
-        data["ids"] = dict(sorted(data["ids"].items()))
-        GOLD_PATHS_FILE.write_text(json.dumps(data, indent=1) + "\n")
-        print(f"wrote {len(rows)} ids to {GOLD_PATHS_FILE}", file=sys.stderr)
+            if args.write:  # row by row: a long run stopped half-way keeps what it measured
+                write_rows({env_id: row})
     return 0
 
 
