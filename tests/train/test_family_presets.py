@@ -52,3 +52,15 @@ def test_admissible_presets_run_an_iteration_on_the_tiny_model(name, tmp_path):
     rows, sft = run_preset(name, tmp_path)
     assert sft["demo_success"] == 1.0
     assert load_config(name).rollout.action_mode == "admissible" and load_config(name).sft.objective == "choice"
+
+
+def test_failed_demonstrations_are_skipped_with_a_count(tmp_path):
+    """The shopper cannot finish in 3 turns: every demonstration fails, none is cloned, and the stage says so
+    with the count (sft.objective=tokens keeps only solved episodes: train/sft/data.py `successful`)."""
+    from agentgym.errors import ConfigError
+    from agentgym.train.sft.run import with_sft_start
+
+    cfg = load_config("web_shop_cpu", [f"train.run_dir={tmp_path}", *TINY, "rollout.env_kwargs.num_products=200",
+                                       "rollout.max_turns=3"])
+    with pytest.raises(ConfigError, match=r"no successful episode to clone .*'demo_episodes': 2.0, 'demo_success': 0.0"):
+        with_sft_start(cfg)
