@@ -4,23 +4,10 @@ from __future__ import annotations
 import pytest
 
 from agentgym.envs.scienceworld.expert import TASKS, ClassifyExpert, animal_of
+from expert_episodes import play
 
 TASK = ("Task Description:\nYour task is to find a(n) animal. First, focus on the thing. Then, move it to the red "
         "box in the kitchen.\n\n")
-
-
-def play(env, seed: int, max_turns: int = 40) -> tuple[bool, list[str]]:
-    env.reset(seed=seed, options={"split": "train"})
-    actions: list[str] = []
-    for _ in range(max_turns):
-        action = env.unwrapped.expert_action()
-        if action is None:
-            return False, actions
-        actions.append(action)
-        _, _, term, trunc, info = env.step(action)
-        if term or trunc:
-            return bool(info["success"]), actions
-    return False, actions
 
 
 @pytest.mark.slow
@@ -37,7 +24,7 @@ def test_fair_expert_solves_train_variations_without_the_gold_path(task, monkeyp
     monkeypatch.setattr(ScienceWorldEnv, "oracle_plan", hidden)
     env = agentgym.make(f"agentgym/ScienceWorld-{task}-v0", simplifications="easy")
     try:
-        results = [play(env, seed) for seed in range(2)]
+        results = [play(env, seed, {"split": "train"}, max_turns=40) for seed in range(2)]
     finally:
         env.close()
     assert all(ok for ok, _ in results), results

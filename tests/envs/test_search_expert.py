@@ -7,22 +7,7 @@ import pytest
 
 import agentgym
 from agentgym.envs.search.expert import Chain, SearchExpert, parse_facts, parse_phrase, parse_question
-
-
-def play(env, seed: int, split: str, before_each_step=None) -> tuple[bool, list[str]]:
-    env.reset(seed=seed, options={"split": split})
-    actions: list[str] = []
-    for _ in range(12):
-        if before_each_step:
-            before_each_step(env.unwrapped)
-        action = env.unwrapped.expert_action()
-        if action is None:
-            return False, actions
-        actions.append(action)
-        _, _, term, trunc, info = env.step(action)
-        if term or trunc:
-            return bool(info["success"]), actions
-    return False, actions
+from expert_episodes import play
 
 
 @pytest.mark.parametrize("env_id", ["agentgym/Search-v0", "agentgym/Search-1Hop-v0"])
@@ -30,7 +15,7 @@ def test_fair_expert_answers_every_train_question(env_id):
     """Stated rate: 100% of train questions of 1-4 hops (bridge and comparison); measured 200/200 on
     Search-v0 train and test seeds 0-199 and 100/100 on Search-1Hop-v0."""
     env = agentgym.make(env_id)
-    results = [play(env, seed, "train") for seed in range(40)]
+    results = [play(env, seed, {"split": "train"}, max_turns=12) for seed in range(40)]
     assert all(ok for ok, _ in results)
     searches = max(sum('"search"' in a for a in actions) for _, actions in results)
     assert searches == 1 if env_id.endswith("1Hop-v0") else searches >= 3  # one search a hop
@@ -41,12 +26,12 @@ def test_expert_never_reads_the_hidden_question_record():
     before every action changes nothing the expert does: it answers from the passages it retrieved."""
     env = agentgym.make("agentgym/Search-v0")
     for seed in range(10):
-        ok, honest = play(env, seed, "train")
+        ok, honest = play(env, seed, {"split": "train"}, max_turns=12)
         truth = env.unwrapped.question.answers[0]
 
         def scramble(base):
             base.question = dataclasses.replace(base.question, answers=("garbage",), support=("nope",))
-        _, blind = play(env, seed, "train", before_each_step=scramble)
+        _, blind = play(env, seed, {"split": "train"}, max_turns=12, before_each_step=scramble)
         assert ok and blind == honest and blind[-1] == f"<answer>{truth}</answer>"
 
 

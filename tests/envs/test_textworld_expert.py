@@ -4,20 +4,7 @@ from __future__ import annotations
 import pytest
 
 from agentgym.envs.textworld.expert import TextWorldExpert, carries_out, split_steps
-
-
-def play(env, seed: int, max_turns: int = 50) -> tuple[bool, list[str]]:
-    env.reset(seed=seed)
-    actions: list[str] = []
-    for _ in range(max_turns):
-        action = env.unwrapped.expert_action()
-        if action is None:
-            return False, actions
-        actions.append(action)
-        _, _, term, trunc, info = env.step(action)
-        if term or trunc:
-            return bool(info["success"]), actions
-    return False, actions
+from expert_episodes import play
 
 
 @pytest.mark.slow
