@@ -53,6 +53,7 @@ def test_the_output_field_follows_the_output_class():
     assert kv_cache.output_cache(New(cache="kv")) == "kv"
 
 
+@pytest.mark.slow   # imports transformers' Llama (several seconds on a busy machine)
 def test_the_installed_llama_takes_the_chosen_name():
     import inspect
 
