@@ -68,9 +68,10 @@ def test_the_site_builds_in_strict_mode(tmp_path):
                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert out.returncode == 0, out.stderr[-3000:]
     site = tmp_path / "site"
-    for page in ("index.html", "guide/envs/index.html", "reference/cli/index.html", "reference/config/index.html",
+    for page in ("index.html", "guide/envs/index.html", "guide/tour/index.html", "reference/cli/index.html", "reference/config/index.html",
                  "results/quickstart/index.html", "contributing/tests/index.html", "changelog/index.html"):
         assert (site / page).is_file(), page
     envs = (site / "guide" / "envs" / "index.html").read_text()
     assert '<span class="nc">GuessEnv' in envs   # the README's registration snippet, included (one source)
+    assert "toy_learning" in (site / "guide" / "tour" / "index.html").read_text()   # and its tour
     assert "agentgym new env" in (site / "reference" / "cli" / "index.html").read_text()

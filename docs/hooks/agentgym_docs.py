@@ -32,7 +32,7 @@ DOCS = ROOT / "docs"
 
 # reading order of the pages written by hand; pages not named here follow, by file name
 SECTIONS = {
-    "Guide": ("guide", ["install.md", "envs.md", "tool-calls.md", "training.md", "sft.md", "evaluate.md", "vllm.md",
+    "Guide": ("guide", ["install.md", "tour.md", "envs.md", "tool-calls.md", "training.md", "sft.md", "evaluate.md", "vllm.md",
                         "async.md", "archer.md", "lookahead.md", "long-horizons.md", "remote-envs.md", "scaling.md",
                         "mcp.md"]),
     "Results": ("results", ["quickstart.md", "learning.md", "speed.md"]),
