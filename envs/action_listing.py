@@ -27,7 +27,7 @@ def action_listing(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> 
     env_spec = spec(env_id)
     entry = env_spec.entry_point
     try:
-        creator = entry if callable(entry) else load_env_creator(entry)
+        creator = entry if callable(entry) else load_env_creator(str(entry))
     except (ImportError, AttributeError):  # a module that cannot load here: making the env will say why
         return None
     declared = getattr(creator, "action_listing", None)
