@@ -85,7 +85,8 @@ def save_checkpoint(run_dir: Path, iteration: int, model: Any, tokenizer: Any, s
     A failed write (a full disk) leaves every earlier checkpoint and `latest` as they were: CheckpointError."""
     ckpt = run_dir / f"ckpt-{iteration}"
     tmp = run_dir / f".tmp-ckpt-{iteration}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    for stale in [*run_dir.glob(".tmp-ckpt-*"), *run_dir.glob(".old-ckpt-*")]:  # left by a kill: never loaded
+        shutil.rmtree(stale, ignore_errors=True)
     try:
         tmp.mkdir(parents=True)
         save_model(model, tokenizer, tmp / "model")
