@@ -31,9 +31,9 @@ def _clone_files() -> list[str]:
     """The working tree's files a clone would have: tracked and untracked-but-not-ignored."""
     out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True)
     if out.returncode != 0:   # not a git checkout: everything but what .gitignore names
-        skip = {".git", "runs", ".venv", "build", "dist", "site", "__pycache__"}
-        return [str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file()
-                and not skip & set(p.relative_to(ROOT).parts) and not p.name.endswith((".pyc", ".egg-info"))]
+        skip = {".git", "runs", ".venv", "build", "dist", "site", "__pycache__", ".pytest_cache", ".ruff_cache"}
+        return [str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file() and not p.name.endswith(".pyc")
+                and not any(part in skip or part.endswith(".egg-info") for part in p.relative_to(ROOT).parts)]
     return [f for f in out.stdout.splitlines() if (ROOT / f).is_file()]
 
 
