@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
 import shutil
 import sys
@@ -353,10 +354,21 @@ def refuse_an_earlier_run(run_dir: Path, resume: str) -> None:
 
 
 def _truncate_metrics(path: Path, iteration: int) -> None:
-    """Drop records of iterations at or after `iteration` (they are about to be redone)."""
-    if path.exists():
-        lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
-        path.write_text("".join(ln + "\n" for ln in lines if json.loads(ln).get("iteration", -1) < iteration))
+    """Drop records of iterations at or after `iteration` (they are about to be redone) and a line a kill cut
+    mid-append (it does not parse); the file is replaced atomically, so a kill here loses nothing kept."""
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line) if line.strip() else None
+        except ValueError:  # the cut last line of a killed run
+            continue
+        if isinstance(record, dict) and record.get("iteration", -1) < iteration:
+            kept.append(line)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in kept))
+    os.replace(tmp, path)
 
 
 def _gpu_memory(device: Any) -> dict[str, float]:
