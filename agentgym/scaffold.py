@@ -23,6 +23,19 @@ from agentgym.errors import AgentGymError
 
 TEMPLATES = Path(__file__).with_name("templates")
 NAME_RE = re.compile(r"[a-z][a-z0-9_]*")
+# run in a fresh process by check_written: the package's module (argv[1]) registers its env, check_env checks it
+CHECK_SCRIPT = """
+import importlib, sys
+import agentgym
+module = importlib.import_module(sys.argv[1])
+try:
+    module.register()
+    report = agentgym.check_env(module.ENV_ID)
+except Exception as exc:  # its first line: an action's text in the message may span many
+    print(f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}")
+    sys.exit(1)
+print(", ".join(report.checks))
+"""
 
 
 class ScaffoldError(AgentGymError):
@@ -74,10 +87,16 @@ def new_env(name: str, parent: Path = Path(".")) -> Path:
     check_name(name, target)
     if not parent.is_dir():
         raise ScaffoldError(f"--dir {parent} is not a folder; make it first")
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=parent))
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=parent))
+    except OSError as exc:
+        raise ScaffoldError(f"cannot write in {parent}: {exc.strerror or exc}; pick another --dir") from exc
     try:
         render_env_package(name, staging)
         os.rename(staging, target)  # atomic on one file system: the package appears whole or not at all
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ScaffoldError(f"cannot write {target}: {exc.strerror or exc}; nothing was left behind") from exc
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -87,12 +106,10 @@ def new_env(name: str, parent: Path = Path(".")) -> Path:
 def check_written(target: Path, name: str) -> list[str]:
     """Run check_env on the env just written, from its folder (a fresh process: nothing is installed or imported
     here); returns the names of the checks it passed, or raises ScaffoldError with the checker's one line."""
-    code = (f"import agentgym, {name}; {name}.register(); "
-            f"print(', '.join(agentgym.check_env({name}.ENV_ID).checks))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(target / "src"), os.environ.get("PYTHONPATH")]))}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", CHECK_SCRIPT, name], env=env, capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
-        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        last = (out.stdout.strip().splitlines() or out.stderr.strip().splitlines() or ["no output"])[-1]
         raise ScaffoldError(f"wrote {target}/, but its env fails check_env: {last}")
     return out.stdout.strip().split(", ")
 

@@ -36,8 +36,8 @@ def test_the_written_env_passes_check_env(tmp_path):
 def test_an_env_broken_after_writing_fails_the_check_in_one_line(tmp_path):
     target = new_env("word_task", tmp_path)
     env_py = target / "src" / "word_task" / "env.py"
-    env_py.write_text(env_py.read_text().replace("if not guess.isalpha():", "if not guess.isalpha():\n            raise ValueError(guess)"))
-    with pytest.raises(ScaffoldError, match=r"fails check_env: agentgym.errors.CheckError: \[gymnasium\]") as err:
+    env_py.write_text(env_py.read_text().replace("if not guess.isalpha():", "if not guess.isalpha():\n            raise ValueError('no letters\\nin ' + repr(guess))"))
+    with pytest.raises(ScaffoldError, match=r"fails check_env: CheckError: \[gymnasium\] .*ValueError: no letters$") as err:
         check_written(target, "word_task")
     assert "\n" not in str(err.value)
 
@@ -60,6 +60,12 @@ def test_refuses_an_existing_folder_and_keeps_it(tmp_path):
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip().count("\n") == 0 and "already exists" in out.stderr
     assert sorted(os.listdir(tmp_path)) == ["demo"] and os.listdir(tmp_path / "demo") == ["mine.txt"]
+
+
+def test_a_folder_it_cannot_write_in_is_one_line(tmp_path):
+    out = _agentgym("new", "env", "zz_unwritable", "--dir", "/sys", cwd=tmp_path)   # not writable, even for root
+    assert out.returncode == 2 and out.stderr.strip().count("\n") == 0, out.stderr
+    assert "cannot write in /sys" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_cli_refuses_a_bad_name_in_one_line(tmp_path):
