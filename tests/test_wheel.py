@@ -1,6 +1,6 @@
 """The built wheel and sdist hold the whole package: one import root, `agentgym/`, with every file it reads at run
 time (train presets, templates, task files, env data). Installed into a fresh venv outside the repo they list,
-train and evaluate from another directory.
+train, evaluate and scaffold an env package from another directory.
 
 Built (`python -m build`: the sdist, then the wheel from that sdist) from a copy of the working tree as a clone
 would have it, so the repo gets no build/ or egg-info from this test.
@@ -138,3 +138,5 @@ def test_installed_outside_the_repo_lists_trains_and_evaluates(dists, kind, tmp_
     _run([str(agentgym), "eval", "--policy", "checkpoint:run/ckpt-1", "--env", "agentgym/Toy-KeyDoor-OneWord-v0",
           "--episodes", "2", "--out", "ev", "--no-progress"], work, env)
     assert (work / "ev" / "results.json").is_file() and (work / "ev" / "report.html").is_file()
+    # the scaffold's templates are package data too: a new env package, checked on the spot
+    assert "check_env passed: api" in _run([str(agentgym), "new", "env", "wheel_demo"], work, env)
