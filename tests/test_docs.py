@@ -75,3 +75,12 @@ def test_the_site_builds_in_strict_mode(tmp_path):
     assert '<span class="nc">GuessEnv' in envs   # the README's registration snippet, included (one source)
     assert "toy_learning" in (site / "guide" / "tour" / "index.html").read_text()   # and its tour
     assert "agentgym new env" in (site / "reference" / "cli" / "index.html").read_text()
+
+
+def test_github_markdown_is_read_as_github_shows_it():
+    text = ("Some text:\n- a list right after it\n- two\n\n```\nnot:\n- in code\n```\n"
+            "| a | b |\n|---|---|\n| `<\\|tag\\|>` | x \\| y |\n")
+    out = hooks.github_to_mkdocs(text)
+    assert "Some text:\n\n- a list right after it\n- two\n" in out     # one blank line, not one per item
+    assert "not:\n- in code" in out                                    # code blocks untouched
+    assert "| `<|tag|>` | x \\| y |" in out                             # unescaped in code spans only

@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import io
 import os
+import re
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -146,12 +147,36 @@ def markers_reference() -> str:
                      + [f"| `{name.strip()}` | {_cell(doc.strip())} |" for name, doc in rows]) + "\n"
 
 
+LIST_ITEM = re.compile(r"^(\d+\.|[-*]) ")
+CODE_SPAN = re.compile(r"`[^`]*`")
+
+
+def github_to_mkdocs(text: str) -> str:
+    """Markdown written for GitHub, read by Python-Markdown: a list right after a paragraph line gets the blank line
+    Python-Markdown needs to see a list, and a table row's code spans lose GitHub's `\\|` escapes (Python-Markdown
+    keeps a code span's pipes in their cell and would print the backslash)."""
+    out: list[str] = []
+    fence = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fence = not fence
+        elif not fence:
+            prev = out[-1] if out else ""
+            if LIST_ITEM.match(line) and prev.strip() and not LIST_ITEM.match(prev) \
+                    and not prev.startswith((" ", "|", "#", ">")):
+                out.append("")
+            if line.startswith("|"):
+                line = CODE_SPAN.sub(lambda m: m.group(0).replace("\\|", "|"), line)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def repo_pages() -> dict[str, str]:
-    """Texts kept elsewhere in the repo, by their page path."""
-    pages = {"architecture.md": (ROOT / "ARCHITECTURE.md").read_text(), "changelog.md": (ROOT / "CHANGELOG.md").read_text()}
+    """Texts kept elsewhere in the repo (written for GitHub), by their page path."""
+    sources = {"architecture.md": ROOT / "ARCHITECTURE.md", "changelog.md": ROOT / "CHANGELOG.md"}
     for readme in sorted((ROOT / "envs").glob("*/README.md")):
-        pages[f"guide/families/{readme.parent.name}.md"] = readme.read_text()
-    return pages
+        sources[f"guide/families/{readme.parent.name}.md"] = readme
+    return {page: github_to_mkdocs(path.read_text()) for page, path in sources.items()}
 
 
 def generated_pages() -> dict[str, str]:
