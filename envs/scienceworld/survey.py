@@ -41,7 +41,8 @@ def play_random(env, seed: int, turns: int, rng: random.Random) -> tuple[bool, f
 
 def main(argv: list[str] | None = None) -> None:
     from agentgym.envs.scienceworld.env import ScienceWorldEnv
-    from agentgym.envs.scienceworld.tasks import TASKS
+    from agentgym.envs.scienceworld.tasks import TASKS, env_id
+    from agentgym.registration import spec
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="*", default=[t.name for t in TASKS])
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--random-turns", type=int, default=30)
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
-    limits = {t.name: t.max_turns for t in TASKS}
+    limits = {t.name: spec(env_id(t.name)).max_episode_steps for t in TASKS}
     env = ScienceWorldEnv(task=args.tasks[0])
     rows = []
     try:
