@@ -29,6 +29,10 @@ None; the trainer logs every guard's figure as `guard/<name>` and, per `train.gu
                  a share of their start (means over `collapse_window` iterations), or every group's members
                  produced the same actions; forgiven once recent success reaches `collapse_success_ceiling`.
   tool_errors    the share of tool calls that returned an error (wrong names or arguments, a broken tool).
+  infra_failures the share of the batch's episodes that an infrastructure failure ended (outcome "error": an
+                 env server died, a sandbox hung, a policy request failed). They leave their groups before any
+                 estimator sees them (collectors/base.py, `usable`); past the share the run stops with the first
+                 error's text, since what it trains on is no longer a sample of the tasks.
 The figures come from health.py. Each guard's settings are fields of `GuardrailsSection` (train.guardrails);
 adding one is its function, its entry in GUARDS (and BEFORE_UPDATE when its figures are known before the
 update), its fields and its test.
@@ -94,6 +98,10 @@ class GuardrailsSection:
     """The share of tool calls that returned an error."""
     max_tool_error_share: float = 0.8
     """tool_errors fires above this share of tool calls."""
+    infra_failures: Literal["stop", "warn", "off"] = "stop"
+    """Episodes ended by an infrastructure failure (outcome "error"), not by the agent; always left out of training."""
+    max_infra_failure_share: float = 0.5
+    """infra_failures fires above this share of an iteration's episodes (its first round)."""
 
     def __post_init__(self) -> None:
         _require(self.max_logprob_gap > 0, "train.guardrails.max_logprob_gap must be > 0")
@@ -107,6 +115,10 @@ class GuardrailsSection:
                f"train.guardrails.reward_range must be [lo, hi] with lo <= hi, got {self.reward_range}")
         _require(0 <= self.max_unparsed_tool_call_share < 1,
                "train.guardrails.max_unparsed_tool_call_share must be in [0, 1)")
+        _require(0 <= self.max_infra_failure_share < 1,
+                 f"train.guardrails.max_infra_failure_share must be in [0, 1) (the share of an iteration's episodes "
+                 f"that may fail for infrastructure reasons), got {self.max_infra_failure_share}; "
+                 "train.guardrails.infra_failures=warn never stops")
 
 
 class GuardrailError(AgentGymError):
@@ -223,6 +235,17 @@ def tool_errors(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
         "rollouts.jsonl; check that the prompt shows the tools' schemas (agentgym info ENV --policy SPEC)"))
 
 
+def infra_failures(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
+    share = metrics.get("infra/failed_share")
+    if share is None or share <= section.max_infra_failure_share:
+        return None
+    return Alarm("infra_failures", float(share), (
+        f"{100 * share:.0f}% of the iteration's episodes ({metrics.get('infra/failed_episodes', 0):.0f}) failed for "
+        f"infrastructure reasons, not the agent's (limit {100 * section.max_infra_failure_share:.0f}%): they were left "
+        "out of their groups, and what is left is no fair sample of the tasks. Fix what failed (the env server, the "
+        "sandbox, the policy engine) and resume with checkpoint.resume=auto"))
+
+
 def _largest(metrics: dict[str, Any], prefix: str) -> str | None:
     """The `<name>` of the largest `prefix<name>` figure, None when there is none."""
     named = {k[len(prefix):]: float(v) for k, v in metrics.items() if k.startswith(prefix) and v}
@@ -255,6 +278,7 @@ def drop_mixed_groups(trajectories: Sequence[Any]) -> tuple[list[Any], int]:
 
 
 GUARDS: dict[str, Callable[[dict[str, Any], Any], Optional[Alarm]]] = {
+    "infra_failures": infra_failures,  # first: a broken env or engine explains the other guards' figures
     "stale_weights": stale_weights,
     "rollout_lag": rollout_lag,
     "no_signal": no_signal,
@@ -270,7 +294,7 @@ GUARDS: dict[str, Callable[[dict[str, Any], Any], Optional[Alarm]]] = {
 SETTING = {"rollout_lag": "stale_weights"}
 """A guard read under another guard's train.guardrails setting (the same fault, seen another way)."""
 
-BEFORE_UPDATE = ("rollout_lag", "not_one_task", "token_drift", "reward_sanity", "unparsed_tool_calls", "tool_errors")
+BEFORE_UPDATE = ("infra_failures", "rollout_lag", "not_one_task", "token_drift", "reward_sanity", "unparsed_tool_calls", "tool_errors")
 """The guards whose figures are known once the batch is collected: checked before the update trains on it."""
 AFTER_UPDATE = tuple(name for name in GUARDS if name not in BEFORE_UPDATE)
 """The guards that read the update's own figures (the trainer's log-probs, the advantages, the trends)."""

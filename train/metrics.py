@@ -38,6 +38,16 @@ def rollout_metrics(trajectories: Sequence[Trajectory], prefix: str = "") -> dic
     return {prefix + k: v for k, v in out.items()}
 
 
+def infra_figures(first: Sequence[Trajectory], stats: dict[str, Any]) -> dict[str, float]:
+    """Episodes an infrastructure failure ended (outcome "error": an env server, a sandbox, a policy request),
+    counted apart from the agent's failures: how many in the iteration's first round and their share (the
+    infra_failures guard's figure), and the groups dropped because too few plays were left (`stats`: the
+    collector's counts over all its rounds)."""
+    failed = sum(t.outcome == "error" for t in first)
+    return {"infra/failed_episodes": float(failed), "infra/failed_share": failed / len(first) if first else 0.0,
+            "infra/dropped_groups": float(stats.get("groups_dropped_after_failures", 0.0))}
+
+
 def reward_component_means(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     """`reward/<name>`: the sum of a component over an episode's turns, averaged over all episodes (0 for an
     episode that never got it), so a shaping term's share of the return is visible next to `return`."""

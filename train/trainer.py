@@ -38,7 +38,7 @@ from agentgym.train.guardrails import AFTER_UPDATE, BEFORE_UPDATE
 from agentgym.train.health import rollout_health, trends
 from agentgym.train.learners import build_learner
 from agentgym.train.learners.base import LearnerContext, batch_stats  # noqa: F401  (re-exported)
-from agentgym.train.metrics import MetricsWriter, rollout_metrics, write_rollouts
+from agentgym.train.metrics import MetricsWriter, infra_figures, rollout_metrics, write_rollouts
 from agentgym.train.samples import build_samples, verify_samples
 from agentgym.train.setup import build_components, make_optimizer, make_policy
 from agentgym.trajectory import Trajectory
@@ -145,7 +145,11 @@ class Trainer:
         if self.is_main:
             write_rollouts(self.run_dir, it, first)
         metrics: dict[str, Any] = {**rollout_metrics(first), **collected.stats, "max_turns": turn_cap(self.cfg, it) or 0,
-                                   "episodes_trained": float(len(collected.batch)), **rollout_health(first)}
+                                   "episodes_trained": float(len(collected.batch)), **rollout_health(first),
+                                   **infra_figures(first, collected.stats)}
+        errors = [t.error for t in first if t.outcome == "error"]
+        if errors:  # the infra_failures guard quotes the first cause
+            self.guard_details["infra_failures"] = "the first error: " + (str(errors[0]).strip().splitlines() or [""])[0][:300]
         if callable(getattr(self.policy, "scoring_stats", None)):  # admissible actions: what scoring cost
             metrics.update({f"rollout_scoring/{k}": v for k, v in self.policy.scoring_stats().items()})
         if self.cfg.train.verify_tokens:

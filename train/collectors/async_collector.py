@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from agentgym.train.collectors.base import refuse_unless, Collected, Collector, CollectorContext, turn_cap, usable
+from agentgym.train.collectors.base import refuse_unless, Collected, Collector, CollectorContext, scored_usable, turn_cap
 from agentgym.trajectory import Trajectory
 
 
@@ -38,8 +38,7 @@ class AsyncCollector(Collector):
         groups, stats = self.side.take(iteration, self.cfg.train.staleness == "drop")
         first = [t for g in groups for t in g]
         stats.update(self.ctx.sanity(first))
-        first = self.ctx.with_group_rewards(first)
-        batch, failed, mixed = usable(first, self.cfg.rollout.group_size)
+        batch, first, failed, mixed = scored_usable(self.ctx, first, self.cfg.rollout.group_size)
         return Collected(batch, first, {**stats, **failed, "groups_not_one_task": float(mixed)},
                          fresh_version=iteration)
 

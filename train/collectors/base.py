@@ -128,12 +128,23 @@ def drop_failed(trajectories: Sequence[Trajectory], min_group: int) -> tuple[lis
     """Trajectories minus failed episodes (env exception, timeout, policy error: not the agent's doing, so
     no signal to learn from) and minus groups left with fewer than `min_group` members."""
     ok = [t for t in trajectories if t.outcome != "error"]
-    sizes: dict[int, int] = {}
+    sizes: dict[int, int] = {t.group_id: 0 for t in trajectories if t.outcome == "error"}  # a group all failed: 0
     for t in ok:
         sizes[t.group_id] = sizes.get(t.group_id, 0) + 1
     kept = [t for t in ok if sizes[t.group_id] >= min_group]
     return kept, {"failed_dropped": float(len(trajectories) - len(ok)),
                   "groups_dropped_after_failures": float(sum(n < min_group for n in sizes.values()))}
+
+
+def scored_usable(ctx: CollectorContext, played: list[Trajectory], group_size: int
+                  ) -> tuple[list[Trajectory], list[Trajectory], dict[str, float], int]:
+    """`usable`'s episodes with the group rewards scored among them only, so an episode an infrastructure
+    failure ended neither trains nor moves its group mates' rewards: (kept, the played round for the logs,
+    the failure counts, how many groups were not one task)."""
+    kept, failed, mixed = usable(played, group_size)
+    kept = ctx.with_group_rewards(kept)
+    scored = {(t.group_id, t.sample_index): t for t in kept}
+    return kept, [scored.get((t.group_id, t.sample_index), t) for t in played], failed, mixed
 
 
 def usable(trajectories: list[Trajectory], group_size: int) -> tuple[list[Trajectory], dict[str, float], int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentgym.train import distributed as D
-from agentgym.train.collectors.base import Collected, Collector, drop_failed, keep_varied_groups, turn_cap, usable
+from agentgym.train.collectors.base import Collected, Collector, drop_failed, keep_varied_groups, scored_usable, turn_cap
 from agentgym.trajectory import Trajectory
 
 
@@ -31,9 +31,8 @@ class SyncCollector(Collector):
             trajs = ctx.play(seeds, r.group_size, config, "train")
             if not first:  # the env's own rewards, before group rewards
                 stats.update(ctx.sanity(trajs))
-            trajs = ctx.with_group_rewards(trajs)
-            first = first or trajs
-            trajs, failed, mixed = usable(trajs, r.group_size)
+            trajs, played, failed, mixed = scored_usable(ctx, trajs, r.group_size)
+            first = first or played
             stats = {k: stats[k] + failed.get(k, 0.0) for k in stats}
             stats["groups_not_one_task"] += mixed
             if not a.dynamic_sampling:
