@@ -19,8 +19,9 @@ train.batch_order=start (duration-aware) takes groups in the order they were sta
 Each episode's wall time is on its record (Trajectory.wall_s) and the batch's in the async/ metrics.
 
 A worker whose rollout call raises loses that chunk's episodes only (counted, its gate slots freed) and goes
-on with the next chunk; the finished groups still queued are saved with a checkpoint and trained after a
-resume, and the seed counter moves past every group ever claimed, so none is trained twice.
+on with the next chunk. A checkpoint keeps the finished groups still queued and the seeds claimed but not yet
+finished (in flight); a resume trains the first and hands the second out again before any new seed, and the seed
+counter moves past every group ever claimed, so no group is lost or trained twice.
 """
 from __future__ import annotations
 
@@ -103,7 +104,8 @@ class AsyncRollouts:
 
     def __init__(self, policy: VersionedPolicy, play: Play, *, groups: int, chunk: int, workers: int,
                  max_staleness: int, next_seed: int, iteration: int, group_size: int = 1,
-                 pending: Sequence[Sequence[Trajectory]] = (), start_order: bool = False):
+                 pending: Sequence[Sequence[Trajectory]] = (), in_flight: Sequence[int] = (),
+                 start_order: bool = False):
         self.policy, self.play = policy, play
         self.play_policy: Any = policy  # what the workers generate with (a wrapper may add simulated latency)
         self.groups, self.chunk, self.workers, self.eta = groups, chunk or groups, workers, max_staleness
@@ -113,8 +115,10 @@ class AsyncRollouts:
         # start order (duration-aware): the trainer takes groups in the order they were claimed, so a fast group
         # never overtakes a slow one started before it; `outstanding` = claimed (group ids = seeds), not yet taken
         self.start_order = start_order
-        self.outstanding: set[int] = {g[0].group_id for g in self.queue}
-        self.started = iteration * groups + len(self.queue)  # the gate's count: restored groups hold their slots
+        self.outstanding: set[int] = {g[0].group_id for g in self.queue} | set(in_flight)
+        # seeds a killed run had claimed but not finished: replayed before any new seed (they hold their slots)
+        self.replay: deque[int] = deque(sorted(set(in_flight)))
+        self.started = iteration * groups + len(self.queue) + len(self.replay)  # restored groups hold their slots
         self.cond = threading.Condition()
         self.stop_flag = False
         self.threads: list[threading.Thread] = []
@@ -138,17 +142,27 @@ class AsyncRollouts:
         """The seeds of the next chunk once the gate allows (None when stopping), and the version it starts at."""
         t0 = time.perf_counter()
         with self.cond:
-            while not self.stop_flag and self._allowance() <= 0:
+            while not self.stop_flag and not self.replay and self._allowance() <= 0:
                 self.cond.wait(timeout=1.0)
             self.gate_wait_s += time.perf_counter() - t0
             if self.stop_flag:
                 return None
+            if self.replay:  # their gate slots were counted when restored
+                return self._claim_replay(), self.iteration
             n = min(self.chunk, self._allowance())
             seeds = list(range(self.next_seed, self.next_seed + n))
             self.next_seed += n
             self.started += n
             self.outstanding.update(seeds)
             return seeds, self.iteration
+
+    def _claim_replay(self) -> list[int]:
+        """Up to a chunk of the restored in-flight seeds, consecutive ones only: a chunk's group ids are
+        its first seed + k (rollout's start_group_id)."""
+        seeds = [self.replay.popleft()]
+        while self.replay and len(seeds) < self.chunk and self.replay[0] == seeds[-1] + 1:
+            seeds.append(self.replay.popleft())
+        return seeds
 
     def _work(self) -> None:
         while True:
@@ -257,10 +271,12 @@ class AsyncRollouts:
             self.iteration = iteration
             self.cond.notify_all()
 
-    def pending(self) -> tuple[list[list[Trajectory]], int]:
-        """(finished groups not yet trained, the next unclaimed seed): what a checkpoint keeps."""
+    def pending(self) -> tuple[list[list[Trajectory]], int, list[int]]:
+        """What a checkpoint keeps: (finished groups not yet trained, the next unclaimed seed, the seeds claimed
+        but not finished: in flight, or restored and not yet handed out again)."""
         with self.cond:
-            return [list(g) for g in self.queue], self.next_seed
+            queued = {g[0].group_id for g in self.queue}
+            return [list(g) for g in self.queue], self.next_seed, sorted(self.outstanding - queued)
 
     def stop(self, timeout_s: float = 30.0) -> None:
         self.policy.stopping = True

@@ -303,7 +303,7 @@ def test_kill_and_resume_loses_no_finished_group_and_trains_none_twice(tmp_path:
     try:
         trainer.run()
         time.sleep(1.0)  # the workers fill the queue up to the gate, then the run is "killed"
-        queued, _ = trainer.async_side.pending()
+        queued, *_ = trainer.async_side.pending()
         ckpt = trainer.save()  # what the checkpoint at this moment keeps
     finally:
         trainer.close()

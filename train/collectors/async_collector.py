@@ -25,7 +25,8 @@ class AsyncCollector(Collector):
                                   groups=self.cfg.rollout.groups, group_size=self.cfg.rollout.group_size,
                                   chunk=t.groups_per_rollout, workers=t.rollout_workers,
                                   max_staleness=t.max_staleness, next_seed=self.next_seed, iteration=ctx.iteration,
-                                  pending=pending, start_order=t.batch_order == "start")
+                                  pending=pending, in_flight=state.get("async_in_flight") or (),
+                                  start_order=t.batch_order == "start")
 
     def play(self, seeds: list[int], policy: Any, version: int) -> list[Trajectory]:
         """One rollout worker's chunk: the groups of `seeds`, played as the sync trainer plays a batch."""
@@ -43,9 +44,11 @@ class AsyncCollector(Collector):
                          fresh_version=iteration)
 
     def state_dict(self) -> dict[str, Any]:
-        """Finished groups not yet trained are kept; the seeds move past every group claimed."""
-        pending, next_seed = self.side.pending()
-        return {"next_seed": next_seed, "async_pending": [[t.to_dict() for t in g] for g in pending]}
+        """Finished groups not yet trained and the seeds of groups still playing are kept (a resume plays those
+        again first); the seed counter moves past every group claimed."""
+        pending, next_seed, in_flight = self.side.pending()
+        return {"next_seed": next_seed, "async_pending": [[t.to_dict() for t in g] for g in pending],
+                "async_in_flight": in_flight}
 
     def eval_policy(self) -> Any:
         return self.side.policy  # one generate at a time
