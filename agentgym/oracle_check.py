@@ -11,7 +11,7 @@ test fixed, and printed so a failure can be played again (`agentgym check --orac
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agentgym.errors import MissingDependencyError
 
@@ -63,6 +63,8 @@ def has_oracle(env_id: str) -> bool:
     from gymnasium.envs.registration import load_env_creator
 
     entry = agentgym.spec(env_id).entry_point
+    if entry is None:
+        return False
     creator = entry if callable(entry) else load_env_creator(entry)
     oracle = getattr(creator, "oracle_action", None)
     return oracle is not None and oracle is not TextEnv.oracle_action
@@ -80,7 +82,9 @@ def check_oracle(env_id: str, seeds: list[int], kwargs: dict | None = None, spli
     import agentgym
 
     entry = SuiteEntry(env_id, dict(kwargs or {}))
-    eval_config = EvalConfig(policy="oracle", entries=(entry,), out_dir="-", **({"split": split} if split else {}))
+    eval_config = EvalConfig(policy="oracle", entries=(entry,), out_dir="-")
+    if split:
+        eval_config = replace(eval_config, split=split)
     sampling = SamplingParams(temperature=eval_config.sampling_temperature, max_tokens=eval_config.max_tokens,
                               seed=eval_config.seed)
     config = RolloutConfig(max_turns=eval_config.max_turns, **eval_config.context_settings(env_id),

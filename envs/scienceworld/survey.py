@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--random-turns", type=int, default=30)
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
-    limits = {t.name: spec(env_id(t.name)).max_episode_steps for t in TASKS}
+    limits = {t.name: spec(env_id(t.name)).max_episode_steps or 100 for t in TASKS}
     env = ScienceWorldEnv(task=args.tasks[0])
     rows = []
     try:
