@@ -105,7 +105,7 @@ def save_checkpoint(run_dir: Path, iteration: int, model: Any, tokenizer: Any, s
         shutil.rmtree(old, ignore_errors=True)
     except Exception as exc:
         shutil.rmtree(tmp, ignore_errors=True)  # give the space back; earlier checkpoints were not touched
-        raise CheckpointError(_write_failure(run_dir, ckpt.name, exc)) from exc
+        raise CheckpointError(write_failure(run_dir, f"checkpoint {ckpt.name}", exc)) from exc
     if keep > 0:
         for stale in sorted(run_dir.glob("ckpt-*"), key=_iteration_of)[:-keep]:
             shutil.rmtree(stale, ignore_errors=True)
@@ -159,8 +159,9 @@ def _write_manifest(ckpt: Path, iteration: int) -> None:
     (ckpt / MANIFEST).write_text(json.dumps({"iteration": iteration, "files": files}, indent=1))
 
 
-def _write_failure(run_dir: Path, name: str, exc: BaseException) -> str:
-    """One line: why checkpoint `name` was not written, and what is left to resume from."""
+def write_failure(run_dir: Path, what: str, exc: BaseException) -> str:
+    """One line: why `what` (a checkpoint, a log file of the run) was not written (a full disk said so, with the
+    space left), and the last good checkpoint to resume from."""
     full = getattr(exc, "errno", None) == errno.ENOSPC or "No space left" in str(exc) or \
         "file write failed" in str(exc)
     try:
@@ -171,7 +172,7 @@ def _write_failure(run_dir: Path, name: str, exc: BaseException) -> str:
     cause = f"the disk is full ({free // 1024} KiB free in {run_dir})" if full or 0 <= free < 1 << 20 else why
     good = _newest_whole(run_dir, lambda _: None)
     kept = f"the last good checkpoint, {good.name}, is intact" if good is not None else "no earlier checkpoint exists"
-    return (f"checkpoint {name} could not be written: {cause} [{type(exc).__name__}: {why}]; {kept}. Free space "
+    return (f"{what} could not be written: {cause} [{type(exc).__name__}: {why}]; {kept}. Free space "
             "(or set train.run_dir elsewhere) and run again with checkpoint.resume=auto")
 
 
