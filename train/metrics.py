@@ -7,13 +7,45 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from agentgym.errors import AgentGymError
 from agentgym.trajectory import Trajectory
+
+
+class LogWriteError(AgentGymError):
+    """A run's log file could not be appended to (a full disk); the message names the file and what to resume."""
+
+
+def append_lines(path: Path, lines: Sequence[str]) -> None:
+    """Append whole lines to one of the run's logs. A failed write (a full disk) is cut back to the lines that
+    were there, so no torn line is left, and stops the run with one line naming the file and the last good
+    checkpoint (the checkpoint's own disk-full wording)."""
+    data = "".join(line + "\n" for line in lines).encode()
+    with path.open("ab", buffering=0) as f:  # unbuffered: nothing is left to fail again at close
+        start = os.fstat(f.fileno()).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[f.write(view) or 0:]
+        except OSError as exc:
+            from agentgym.train.checkpoint import write_failure
+
+            _cut_back(f, start)
+            raise LogWriteError(write_failure(path.parent, f"{path.name} ({path})", exc)) from exc
+
+
+def _cut_back(f: Any, size: int) -> None:
+    """Drop what a failed write left past `size` (best effort: truncating frees space, so it usually works)."""
+    try:
+        f.truncate(size)
+    except OSError:
+        pass
 
 
 def rollout_metrics(trajectories: Sequence[Trajectory], prefix: str = "") -> dict[str, float]:
@@ -77,14 +109,13 @@ def tool_call_stats(turns: Sequence[Any]) -> dict[str, float]:
 
 def write_rollouts(run_dir: Path, iteration: int, trajectories: Sequence[Trajectory], limit: int = 4) -> None:
     """Append a few episodes (actions, rewards, validity) to run_dir/rollouts.jsonl for reading by eye."""
-    with (run_dir / "rollouts.jsonl").open("a") as f:
-        for t in trajectories[:limit]:
-            f.write(json.dumps({"iteration": iteration, "env": t.env_id, "seed": t.seed, "group": t.group_id,
-                                "success": t.success, "return": t.total_reward, "end": t.end_reason,
-                                "first_observation": t.first_observation[:2000],
-                                "turns": [{"action": k.action[:2000], "reward": k.reward, "valid": k.valid,
-                                           "policy_version": k.policy_version}
-                                          for k in t.turns]}) + "\n")
+    append_lines(run_dir / "rollouts.jsonl", [
+        json.dumps({"iteration": iteration, "env": t.env_id, "seed": t.seed, "group": t.group_id,
+                    "success": t.success, "return": t.total_reward, "end": t.end_reason,
+                    "first_observation": t.first_observation[:2000],
+                    "turns": [{"action": k.action[:2000], "reward": k.reward, "valid": k.valid,
+                               "policy_version": k.policy_version} for k in t.turns]})
+        for t in trajectories[:limit]])
 
 
 def _clean(value: Any) -> Any:
@@ -126,8 +157,7 @@ class MetricsWriter:
 
     def write(self, step: int, metrics: dict[str, Any]) -> None:
         record = {"iteration": step, **{k: _clean(v) for k, v in metrics.items()}}
-        with self.path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+        append_lines(self.path, [json.dumps(record)])
         numeric = {k: v for k, v in record.items() if isinstance(v, (int, float)) and k != "iteration"}
         if self._tb is not None:
             for k, v in numeric.items():

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import test_checkpoint_faults  # tests/train/: its small_disk fixture
 
 from agentgym.errors import ConfigError
 from agentgym.train.config import load_config
@@ -78,3 +79,44 @@ def test_warn_goes_on_and_a_bad_share_is_refused(tmp_path: Path, scratch_ids, ca
     for bad in ("1.5", "-0.1", "1"):
         with pytest.raises(ConfigError, match="max_infra_failure_share must be in"):
             load_config("toy_learning", [f"train.guardrails.max_infra_failure_share={bad}"])
+
+
+# ------------------------------------------------------------------ a full disk under the run's logs
+
+small_disk = test_checkpoint_faults.small_disk  # the tmpfs fixture
+
+
+def _fill(disk: Path) -> None:
+    """Take every byte of `disk` left."""
+    with open(disk / "filler", "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass
+
+
+def test_a_full_disk_under_a_log_write_stops_in_one_line_and_leaves_no_torn_line(small_disk):
+    from agentgym.train.metrics import LogWriteError, MetricsWriter, write_rollouts
+    from agentgym.trajectory import Trajectory
+
+    run_dir = small_disk(64)
+    (run_dir / "ckpt-1").mkdir()
+    (run_dir / "ckpt-1" / "trainer.pt").write_bytes(b"state")  # a whole checkpoint (written before manifests)
+    writer = MetricsWriter(run_dir, total=3, progress=False)
+    writer.write(0, {"success": 0.5})
+    before = (run_dir / "metrics.jsonl").read_text()
+    _fill(run_dir)
+    with pytest.raises(LogWriteError) as full:
+        writer.write(1, {"success": 0.5, "note": "x" * 20_000})
+    message = str(full.value)
+    print(message)
+    assert message.startswith(f"metrics.jsonl ({run_dir / 'metrics.jsonl'}) could not be written: the disk is full")
+    assert "\n" not in message and "the last good checkpoint, ckpt-1, is intact" in message
+    assert "checkpoint.resume=auto" in message
+    assert (run_dir / "metrics.jsonl").read_text() == before  # the cut line was taken back
+    episode = Trajectory(env_id="e", seed=0, group_id=0, sample_index=0, turns=(), success=False,
+                         end_reason="failed", first_observation="y" * 1999)
+    with pytest.raises(LogWriteError, match=r"^rollouts.jsonl .* could not be written: the disk is full"):
+        write_rollouts(run_dir, 1, [episode] * 4)
+    assert not (run_dir / "rollouts.jsonl").read_text()
