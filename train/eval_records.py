@@ -82,8 +82,9 @@ def task_bootstrap_interval(runs: Sequence[Mapping[Any, bool]], level: float = 0
 
 
 def append_records(run_dir: Path, records: Sequence[dict[str, Any]]) -> None:
-    with (run_dir / EVAL_EPISODES).open("a") as f:
-        f.writelines(json.dumps(r) + "\n" for r in records)
+    from agentgym.train.metrics import append_lines  # a full disk: one line, no torn record
+
+    append_lines(run_dir / EVAL_EPISODES, [json.dumps(r) for r in records])
 
 
 def last_eval(run_dir: Path) -> list[dict[str, Any]]:
