@@ -3,6 +3,8 @@ before any estimator sees them, are counted per iteration, and past a stated sha
 first error's text. Played on the tiny model with a real env that raises in step on chosen plays."""
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 import pytest
@@ -80,6 +82,27 @@ def test_warn_goes_on_and_a_bad_share_is_refused(tmp_path: Path, scratch_ids, ca
         with pytest.raises(ConfigError, match="max_infra_failure_share must be in"):
             load_config("toy_learning", [f"train.guardrails.max_infra_failure_share={bad}"])
 
+
+def test_group_rewards_are_scored_among_the_plays_that_did_not_fail():
+    """A group reward compares a group's plays; a failed play must not take part (before: it was scored with
+    its group, then dropped)."""
+    from types import SimpleNamespace
+
+    from agentgym.train.collectors.base import scored_usable
+    from agentgym.trajectory import Trajectory
+
+    played = [Trajectory("e", 0, 0, k, (), success=False, end_reason="failed" if k == 1 else "max_turns")
+              for k in range(3)]
+    seen: list[list[int]] = []
+
+    def with_group_rewards(trajectories):
+        seen.append([t.sample_index for t in trajectories])
+        return [dataclasses.replace(t, task="scored") for t in trajectories]
+
+    kept, logged, failed, mixed = scored_usable(SimpleNamespace(with_group_rewards=with_group_rewards), played, 3)
+    assert seen == [[0, 2]] and [t.sample_index for t in kept] == [0, 2] and all(t.task == "scored" for t in kept)
+    assert [(t.sample_index, t.task) for t in logged] == [(0, "scored"), (1, ""), (2, "scored")]  # all logged
+    assert failed == {"failed_dropped": 1.0, "groups_dropped_after_failures": 0.0} and mixed == 0
 
 # ------------------------------------------------------------------ a full disk under the run's logs
 
