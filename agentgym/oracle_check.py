@@ -74,8 +74,7 @@ def check_oracle(env_id: str, seeds: list[int], kwargs: dict | None = None, spli
     """Play the oracle on `seeds` at the eval's defaults for `env_id` (the entry's `kwargs`; the eval's split
     unless `split` names another), one episode (one env) at a time."""
     from agentgym.eval.records import EvalConfig
-    from agentgym.policy import SamplingParams
-    from agentgym.policies.scripted import OraclePolicy
+    from agentgym.policy import SamplingParams, load_policy
     from agentgym.registration import SuiteEntry
     from agentgym.rollout import RolloutConfig, rollout
 
@@ -92,7 +91,7 @@ def check_oracle(env_id: str, seeds: list[int], kwargs: dict | None = None, spli
     limit = eval_config.max_turns or agentgym.spec(env_id).max_episode_steps
     episodes = []
     for seed in seeds:  # one at a time: a pool of N envs would start N simulators (ScienceWorld: N JVMs)
-        [traj] = rollout(env_id, OraclePolicy(), None, seeds=[seed], config=config, env_kwargs=entry.kwargs,
+        [traj] = rollout(env_id, load_policy("oracle"), None, seeds=[seed], config=config, env_kwargs=entry.kwargs,
                          reset_options={"split": eval_config.split})
         error = str(traj.error or "")
         if "MissingDependency" in error or "not installed" in error:
