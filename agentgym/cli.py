@@ -28,6 +28,19 @@ SUBCOMMAND_MODULES = (
 )
 
 
+def serve_subparsers(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """The `serve` command's sub-commands (retrieval, shop, env, gateway), creating `serve` the first time a
+    module asks: each service's module adds its own parser under it."""
+    serve = subparsers.choices.get("serve")
+    if serve is None:
+        serve = subparsers.add_parser("serve", help="run a shared service on loopback")
+        serve.set_defaults(func=lambda args: serve.print_help() or 2)
+    for action in serve._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action
+    return serve.add_subparsers(dest="service", metavar="SERVICE")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentgym", description="Train and evaluate LLM agents with multi-turn RL.")
     parser.add_argument("--version", action="version", version=f"agentgym {__version__}")

@@ -10,13 +10,12 @@ import argparse
 import json
 from typing import Any
 
+from agentgym.cli import serve_subparsers
 from agentgym.errors import ConfigError
 
 
 def add_parser(subparsers: Any) -> None:
-    from agentgym.envs.web.cli import _serve_subparsers
-
-    env = _serve_subparsers(subparsers).add_parser(
+    env = serve_subparsers(subparsers).add_parser(
         "env", help="serve any registered env over HTTP (play it as remote:URL/ID)", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     env.add_argument("env_id", metavar="ID", help="a registered env id (agentgym list)")

@@ -9,23 +9,13 @@ import argparse
 import socket
 from typing import Any
 
+from agentgym.cli import serve_subparsers
 from agentgym.errors import ConfigError
 
 
-def _serve_subparsers(subparsers: Any) -> Any:
-    """The `serve` command's sub-commands, creating `serve` if no other module has."""
-    serve = subparsers.choices.get("serve")
-    if serve is None:
-        serve = subparsers.add_parser("serve", help="run a shared service on loopback")
-        serve.set_defaults(func=lambda args: serve.print_help() or 2)
-    for action in serve._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return action
-    return serve.add_subparsers(dest="service", metavar="SERVICE")
-
 
 def add_parser(subparsers: Any) -> None:
-    shop = _serve_subparsers(subparsers).add_parser(
+    shop = serve_subparsers(subparsers).add_parser(
         "shop", help="serve the WebShop-style shop (search, items, options, buy)", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     shop.add_argument("--host", default="127.0.0.1", help="bind address (default: %(default)s, loopback)")

@@ -8,13 +8,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from agentgym.cli import serve_subparsers
 from agentgym.errors import ConfigError
 
 
 def add_parser(subparsers: Any) -> None:
-    serve = subparsers.add_parser("serve", help="run a shared service (retrieval) on loopback")
-    kinds = serve.add_subparsers(dest="service", metavar="SERVICE")
-    retrieval = kinds.add_parser("retrieval", help="serve BM25 (and dense) search over a corpus",
+    retrieval = serve_subparsers(subparsers).add_parser("retrieval", help="serve BM25 (and dense) search over a corpus",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     retrieval.add_argument("--corpus", default="generated:0:small",
                            help="JSONL corpus path or generated:SEED[:SIZE] (default: %(default)s)")
@@ -23,7 +22,6 @@ def add_parser(subparsers: Any) -> None:
     retrieval.add_argument("--dense", action="store_true", help="also serve dense (MiniLM) retrieval")
     retrieval.add_argument("--cache-dir", default=None, help="keep built indexes here and reuse them")
     retrieval.set_defaults(func=run)
-    serve.set_defaults(func=lambda args: serve.print_help() or 2)
 
 
 def run(args: argparse.Namespace) -> int:

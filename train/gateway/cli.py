@@ -16,23 +16,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from agentgym.cli import serve_subparsers
 from agentgym.errors import ConfigError
 
 
-def _serve_subparsers(subparsers: Any) -> Any:
-    """The `serve` command's sub-commands, creating `serve` if no other module has."""
-    serve = subparsers.choices.get("serve")
-    if serve is None:
-        serve = subparsers.add_parser("serve", help="run a shared service on loopback")
-        serve.set_defaults(func=lambda args: serve.print_help() or 2)
-    for action in serve._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return action
-    return serve.add_subparsers(dest="service", metavar="SERVICE")
-
 
 def add_parser(subparsers: Any) -> None:
-    p = _serve_subparsers(subparsers).add_parser(
+    p = serve_subparsers(subparsers).add_parser(
         "gateway", help="an OpenAI-compatible endpoint that records an outside agent's calls for training",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--policy", required=True, help="the policy spec behind it (hf:MODEL, checkpoint:DIR, tiny:keydoor, ...)")
