@@ -22,9 +22,13 @@ def action_listing(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> 
     module (not its heavy dependencies) and builds nothing."""
     from gymnasium.envs.registration import load_env_creator
 
+    from agentgym.errors import RegistrationError
     from agentgym.registration import spec
 
-    env_spec = spec(env_id)
+    try:
+        env_spec = spec(env_id)
+    except RegistrationError:  # an unknown id is refused where the env is made, with the closest ids
+        return None
     entry = env_spec.entry_point
     try:
         creator = entry if callable(entry) else load_env_creator(str(entry))

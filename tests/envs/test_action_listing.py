@@ -14,6 +14,7 @@ def test_envs_declare_what_they_list():
     assert action_listing("agentgym/ScienceWorld-find-plant-v0") == "all"
     assert action_listing("agentgym/ScienceWorld-find-plant-v0", {"valid_actions": False}) == "none"
     assert action_listing("agentgym/Toy-KeyDoor-v0") is None  # undeclared: not refused, a run tells
+    assert action_listing("agentgym/No-Such-v0") is None      # unknown: making it says so, with the closest ids
 
 
 @pytest.mark.parametrize("env_id, kwargs", [("agentgym/Search-v0", None), ("agentgym/WebShop-v0", None),
