@@ -39,7 +39,7 @@ def run_preset(name: str, tmp_path):
     return rows, next(r for r in sft_rows if r.get("phase") == "data")
 
 
-@pytest.mark.parametrize("name", ["search_cpu", "web_shop_cpu"])
+@pytest.mark.parametrize("name", [pytest.param("search_cpu", marks=pytest.mark.slow), "web_shop_cpu"])
 def test_free_text_presets_run_an_iteration_on_the_tiny_model(name, tmp_path):
     rows, sft = run_preset(name, tmp_path)
     assert sft["demo_success"] == 1.0  # both demonstrations succeeded and were trained on
