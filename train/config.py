@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
+from agentgym.action_listing import check_action_mode
 from agentgym.errors import ConfigError
 from agentgym.policies.registry import split_model_spec
 from agentgym.policies.vllm import VLLMSection
@@ -323,6 +324,7 @@ class TrainConfig:
         _check(not (r.action_mode == "admissible" and r.layout == "fold" and r.fold_summary),
                "rollout.action_mode=admissible picks among the env's actions and cannot write a fold's summary: set "
                "rollout.fold_summary=false (fold with the env's state summary only) or another rollout.layout")
+        check_action_mode(r.env, r.action_mode, dict(r.env_kwargs))  # admissible needs an env that lists its actions
         _check(not (self.sft.enabled and r.layout == "fold"),
                "sft demonstrations are laid out as trajectory or step samples: set rollout.layout=trajectory or "
                "step with sft.enabled, or train with layout=fold without the sft stage")

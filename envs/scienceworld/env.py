@@ -55,7 +55,7 @@ def split_name(split: str) -> str:
 class ScienceWorldEnv(TextEnv):
     @staticmethod
     def action_listing(kwargs: dict[str, Any]) -> str:
-        """The simulator's valid actions are listed only with valid_actions=True (envs/action_listing.py)."""
+        """The simulator's valid actions are listed only with valid_actions=True (agentgym/action_listing.py)."""
         return "all" if kwargs.get("valid_actions", True) else "none"
 
     def __init__(self, task: str = "boil", split: str = "train", simplifications: str = "",

@@ -63,7 +63,7 @@ def format_hits(query: str, hits: list[Hit], budget: int) -> str:
 
 
 class SearchEnv(ToolEnv):
-    action_listing = "none"  # queries are free text (envs/action_listing.py)
+    action_listing = "none"  # queries are free text (agentgym/action_listing.py)
     # the retriever is stateless: the question and what was seen are the whole episode
     snapshot_fields = ("question", "seen", "_answer_scores", "_expert")
     """Multi-hop QA over a generated fictional world (default) or a real corpus + QA set."""

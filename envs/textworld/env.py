@@ -44,7 +44,7 @@ def clean_feedback(text: str) -> str:
 
 
 class TextWorldEnv(TextEnv):
-    action_listing = "all"  # the game's admissible commands (envs/action_listing.py)
+    action_listing = "all"  # the game's admissible commands (agentgym/action_listing.py)
 
     def __init__(self, game: str | None = None, world_size: int = 3, nb_objects: int = 5, quest_length: int = 3,
                  challenge: str | None = None, settings: dict[str, Any] | None = None, game_pool: int | None = None,

@@ -104,7 +104,7 @@ class ShopTransport:
 
 
 class WebShopEnv(TextEnv):
-    action_listing = "partial"  # the page's list holds the search[<query>] template (envs/action_listing.py)
+    action_listing = "partial"  # the page's list holds the search[<query>] template (agentgym/action_listing.py)
 
     def __init__(self, url: str | None = None, catalog_seed: int = 0, num_products: int = 10_000,
                  split: str = "train", timeout_s: float = 30.0):

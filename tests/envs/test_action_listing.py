@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentgym.envs.action_listing import action_listing, check_action_mode
+from agentgym.action_listing import action_listing, check_action_mode
 from agentgym.errors import ConfigError
 
 
@@ -41,3 +41,12 @@ def test_what_the_shop_lists_is_not_all_playable():
     assert info["admissible_actions"] == ["search[<query>]"]
     _, _, _, _, info = env.step(info["admissible_actions"][0])
     assert not info["valid_action"]
+
+
+def test_the_config_loader_refuses_admissible_mode_on_a_free_text_env():
+    """The check runs where a run starts: loading the config, before any model loads."""
+    from agentgym.train.config import load_config
+
+    with pytest.raises(ConfigError, match="agentgym/Search-1Hop-v0 takes free text.*action_mode=generate"):
+        load_config("search_cpu", ["rollout.action_mode=admissible"])
+    assert load_config("textworld_cpu").rollout.action_mode == "admissible"  # a listing env loads as before
