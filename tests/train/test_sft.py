@@ -79,7 +79,8 @@ def test_choice_sft_with_noisy_demonstrations_learns_to_pick_among_admissible_ac
     from agentgym.train.sft.data import expert_choice_sequences
 
     cfg = toy_config(tmp_path, "sft.expert=oracle", "sft.objective=choice", "sft.expert_noise=0.3",
-                     "rollout.action_mode=admissible", "sft.lr=0.003", f"model.device={train_device}")
+                     "sft.failed_demos=keep", "rollout.action_mode=admissible", "sft.lr=0.003",
+                     f"model.device={train_device}")
     run = SFTRun(cfg)
     seqs, stats = expert_choice_sequences(cfg, run.chat)
     played = [t for s in seqs for t in s.turns]
@@ -93,6 +94,26 @@ def test_choice_sft_with_noisy_demonstrations_learns_to_pick_among_admissible_ac
     assert train[-1]["choice_accuracy"] > train[0]["choice_accuracy"]
     with pytest.raises(ConfigError, match="objective=choice"):
         toy_config(tmp_path, "sft.expert_noise=0.2")
+
+
+def test_choice_sft_skips_failed_demonstrations_unless_told_to_keep_them(tmp_path):
+    """An expert cut by its turn limit (sft.max_turns=1; the key-door needs 2) demonstrates nothing by default:
+    every episode is skipped, counted, and the stage says why; sft.failed_demos=keep trains on their labels."""
+    from agentgym.train.sft.data import expert_choice_sequences
+    from agentgym.train.sft.run import SFTRun
+
+    base = ["sft.expert=oracle", "sft.objective=choice", "rollout.action_mode=admissible", "sft.max_turns=1",
+            "sft.episodes=4"]
+    cfg = toy_config(tmp_path, *base)
+    run = SFTRun(cfg)
+    with pytest.raises(ConfigError, match=r"no expert episode succeeded.*'demo_skipped': 4\.0.*failed_demos=keep"):
+        expert_choice_sequences(cfg, run.chat)
+    seqs, stats = expert_choice_sequences(toy_config(tmp_path, *base, "sft.failed_demos=keep"), run.chat)
+    assert stats["demo_success"] == 0.0 and stats["demo_skipped"] == 0.0 and stats["choice_turns"] == 4  # 1 each
+    _, stats = expert_choice_sequences(toy_config(tmp_path, *base[:-2], "sft.episodes=4"), run.chat)
+    assert stats["demo_success"] == 1.0 and stats["demo_skipped"] == 0.0 and stats["choice_turns"] == 8
+    with pytest.raises(ConfigError, match="failed_demos=keep needs sft.objective=choice"):
+        toy_config(tmp_path, "sft.failed_demos=keep")
 
 
 def test_sft_checkpoint_is_a_policy_and_an_rl_start(tmp_path):

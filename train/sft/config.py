@@ -38,6 +38,10 @@ class SFTSection:
     expert_noise: float = 0.0
     """objective=choice: the share of demonstration turns that play a random admissible action while the
     expert's action stays the label (DART-style noise: the clone learns to recover from its mistakes)."""
+    failed_demos: Literal["skip", "keep"] = "skip"
+    """objective=choice: what to do with an expert episode that did not succeed. skip: leave it out, counted
+    (`demo_skipped`); keep: train on its labels too (the expert's move is right in every state it saw, e.g.
+    a fair search cut by the turn limit, or expert_noise's random turns). objective=tokens always skips."""
     path: str = ""
     """trajectories.jsonl (or an eval dir holding it) or a transcripts JSONL."""
     episodes: int = 64
@@ -69,6 +73,11 @@ class SFTSection:
                               "admissible actions); use sft.objective=tokens")
         if not 0.0 <= self.expert_noise < 1.0:
             raise ConfigError(f"sft.expert_noise must be in [0, 1), got {self.expert_noise}")
+        if self.failed_demos not in ("skip", "keep"):
+            raise ConfigError(f"sft.failed_demos must be skip or keep, got {self.failed_demos!r}")
+        if self.failed_demos == "keep" and self.objective != "choice":
+            raise ConfigError("sft.failed_demos=keep needs sft.objective=choice (a failed episode's actions are not "
+                              "token targets): leave failed_demos out")
         if self.expert_noise and self.objective != "choice":
             raise ConfigError("sft.expert_noise needs sft.objective=choice (noisy turns are not token targets)")
         if self.source != "expert" and not self.path:

@@ -116,6 +116,7 @@ def expert_samples(config: Any, chat: Any) -> tuple[list[Sample], dict[str, floa
     trajs = expert_trajectories(config, chat)
     good = successful(trajs)
     stats = {"demo_episodes": float(len(trajs)), "demo_success": len(good) / max(len(trajs), 1),
+             "demo_skipped": float(len(trajs) - len(good)),
              "demo_turns": float(np.mean([t.num_turns for t in good])) if good else 0.0}
     return build_samples(good, config.rollout.layout), stats
 
@@ -129,14 +130,20 @@ def expert_choice_sequences(config: Any, chat: Any) -> tuple[list[Any], dict[str
     expert = ExpertPolicy(chat, s.expert, choices=True, noise=s.expert_noise, seed=s.seed_start)
     trajs = expert_trajectories(config, chat, expert)
     good = successful(trajs)
-    # the expert's label is right in every state it saw, so failed (e.g. noisy) episodes teach too
-    kept = [t for t in trajs if t.turns and all(k.finish_reason != "length" for k in t.turns)]
+    # sft.failed_demos=keep: the expert's label is right in every state it saw, so failed (e.g. noisy) episodes
+    # teach too; skip (the default): an episode the expert could not finish is no demonstration
+    kept = good if s.failed_demos == "skip" else [
+        t for t in trajs if t.turns and all(k.finish_reason != "length" for k in t.turns)]
     seqs = choice_sequences(kept, config.rollout.layout, use_labels=True)
     turns = sum(len(s.turns) for s in seqs)
     stats = {"demo_episodes": float(len(trajs)), "demo_success": len(good) / max(len(trajs), 1),
+             "demo_skipped": float(len(trajs) - len(kept)),
              "demo_turns": float(np.mean([t.num_turns for t in good])) if good else 0.0,
              "choice_turns": float(turns),
              "candidates_per_turn": sum(len(t.candidates) for s in seqs for t in s.turns) / max(turns, 1)}
+    if not seqs and trajs and not good and s.failed_demos == "skip":
+        raise ConfigError(f"sft: no expert episode succeeded, so none was cloned ({stats}); give the expert more "
+                          "turns (sft.max_turns) or check the env's expert_action, or sft.failed_demos=keep")
     if not seqs:
         raise ConfigError(f"sft.objective=choice: no demonstration turn chose among admissible actions ({stats}); "
                           f"does {config.rollout.env} list info['admissible_actions']? Else use sft.objective=tokens")
