@@ -162,7 +162,8 @@ def learn(iterations: int, seed: int) -> None:
               f"{m['gateway/segments_per_session']:>10.2f}{m['gateway/calls_per_s']:>9.1f}{m['logprob_diff']:>11.2e}"
               f"{time.perf_counter() - start:>7.0f}", flush=True)
 
-    train_harness(config, lambda run: play(run.base_url, run.api_key, run.task)["reward"],
+    # seeded calls: each sample depends on the weights alone, not on which calls share its batch
+    train_harness(config, lambda run: play(run.base_url, run.api_key, run.task, seed=run.seed * 100 + run.sample)["reward"],
                   lambda task_seed: {"seed": task_seed, "max_turns": 8}, workers=8, on_step=show)
     print(f"run dir {run_dir}")
 

@@ -57,16 +57,18 @@ class Game:
 
 
 def play(base_url: str, api_key: str, task: dict[str, Any], max_turns: int = 6, temperature: float = 1.0,
-         report: bool = True) -> dict[str, Any]:
+         report: bool = True, seed: int | None = None) -> dict[str, Any]:
     """One episode through the endpoint; returns the reward, success and what each call returned (its text
-    and, where the server gives them, its token ids)."""
+    and, where the server gives them, its token ids). With `seed`, turn t's call asks for seed
+    `seed * 1000 + t` (OpenAI's `seed`): its sample then depends on the seed and the model alone, not on which
+    other sessions' calls share its batch."""
     client = OpenAI(base_url=base_url, api_key=api_key, max_retries=2, timeout=120)
     game = Game(int(task.get("seed", 0)), int(task.get("length", 2)))
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": game.describe()}]
     reward, returned = 0.0, []
-    for _ in range(int(task.get("max_turns", max_turns))):
+    for turn in range(int(task.get("max_turns", max_turns))):
         answer = client.chat.completions.create(model="agentgym", messages=messages, max_tokens=int(task.get("max_tokens", 1)),
-                                                temperature=temperature)
+                                                temperature=temperature, seed=None if seed is None else seed * 1000 + turn)
         choice = answer.choices[0]
         reply = choice.message.content or ""
         returned.append({"text": reply, "token_ids": (choice.model_extra or {}).get("token_ids")})

@@ -66,6 +66,23 @@ def test_a_rewritten_session_under_the_trajectory_layout_is_refused_with_the_fix
                 collector.collect(0)
 
 
+def test_a_seeded_call_samples_the_same_whatever_shares_its_batch(tiny_policy):
+    """Why the learning test's harness sends a seed: unseeded rows draw from one shared generator, so a
+    call's sample depends on which calls the engine batched with it (thread timing); a seeded row has its own."""
+    from agentgym.policy import GenerationRequest, SamplingParams
+
+    policy, chat = tiny_policy
+    prompt = tuple(chat.expected_ids([{"role": "user", "content": "room 0 . key here . door right ."}],
+                                     add_generation_prompt=True))
+    others = [GenerationRequest(prompt[:-2] + prompt[-1:], SamplingParams(temperature=1.0, max_tokens=3, seed=7)),
+              GenerationRequest(prompt, SamplingParams(temperature=1.0, max_tokens=5))]
+    for seed in range(6):
+        mine = GenerationRequest(prompt, SamplingParams(temperature=1.0, max_tokens=4, seed=seed))
+        alone = policy.generate([mine])[0]
+        assert policy.generate([others[0], mine, others[1]])[1].token_ids == alone.token_ids
+        assert policy.generate([mine, *others])[0].token_ids == alone.token_ids
+
+
 @pytest.mark.slow
 def test_the_example_harness_learns_through_the_gateway(tmp_path):
     pytest.importorskip("openai")
@@ -73,14 +90,18 @@ def test_the_example_harness_learns_through_the_gateway(tmp_path):
 
     from agentgym.train.gateway.training import train_harness
 
-    run_dir = train_harness(config(tmp_path, 10), lambda run: play(run.base_url, run.api_key, run.task)["reward"],
+    # every call seeded (task seed, run, turn): its sample depends on the weights alone, not on thread timing
+    # (which sessions' calls share its batch), so the run is the same each time, under load too
+    run_dir = train_harness(config(tmp_path, 10), lambda run: play(run.base_url, run.api_key, run.task,
+                                                                   seed=run.seed * 100 + run.sample)["reward"],
                             lambda seed: {"seed": seed, "max_turns": 8}, workers=8)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 10
     success = [r["success"] for r in rows]
     returns = [r["return"] for r in rows]
-    # runs differ with thread timing (which session's call lands in which batch); two runs: 0.00 -> 0.34 and
-    # 0.03 -> 0.51 (first two vs last three iterations' mean success)
+    print("success", success, "return", returns)   # shown with pytest -rP
+    # this run (train.seed 0): success 0, 0, 0, 0, 0, .09, .03, .03, .22, .28; return .05 -> .78. Learning in 10
+    # iterations is not sure on every seed (2 of train.seed 0-3 stay at the key's 0.5 with GiGPO), hence the seeds
     assert sum(success[-3:]) / 3 >= sum(success[:2]) / 2 + 0.15 and max(success[-3:]) >= 0.2, success
     assert sum(returns[-3:]) / 3 > sum(returns[:2]) / 2 + 0.3, returns
     for r in rows:   # every call merged into its session's one sequence; sampler and trainer log-probs agree
