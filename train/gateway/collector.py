@@ -25,6 +25,7 @@ import numpy as np
 
 from agentgym.errors import ConfigError
 from agentgym.trajectory import Trajectory
+from agentgym.train.collectors.base import drop_failed
 from agentgym.train.gateway.merge import segments, session_trajectory
 from agentgym.train.gateway.service import Gateway
 from agentgym.train.gateway.sessions import Session
@@ -67,17 +68,6 @@ def command_harness(command: str | Sequence[str], timeout_s: float = 600.0) -> H
         return float(out["reward"]) if isinstance(out, dict) and "reward" in out else None
 
     return run
-
-
-def drop_failed_sessions(trajectories: Sequence[Trajectory], min_group: int) -> tuple[list[Trajectory], dict[str, float]]:
-    """Sessions that ended well, minus groups left with fewer than `min_group` of them."""
-    ok = [t for t in trajectories if t.outcome != "error"]
-    sizes: dict[int, int] = {}
-    for t in ok:
-        sizes[t.group_id] = sizes.get(t.group_id, 0) + 1
-    return [t for t in ok if sizes[t.group_id] >= min_group], {
-        "failed_dropped": float(len(trajectories) - len(ok)),
-        "groups_dropped_after_failures": float(sum(n < min_group for n in sizes.values()))}
 
 
 def session_figures(sessions: Sequence[Session]) -> dict[str, float]:
@@ -140,7 +130,7 @@ class GatewayCollector:
             sessions = list(pool.map(lambda job: self._play(*job), jobs))
         took = time.perf_counter() - start
         first = [session_trajectory(s, s.group, s.sample, self.env_id, success_at=self.success_at) for s in sessions]
-        batch, failed = drop_failed_sessions(first, min(self.min_group, self.group_size))
+        batch, failed = drop_failed(first, min(self.min_group, self.group_size))
         batch, mixed = drop_mixed_groups(batch)  # a group must be G runs of one task: the same first prompt
         figures = session_figures(sessions)
         stale = sum(c.policy_version < iteration for s in sessions for c in s.calls)
