@@ -107,9 +107,14 @@ def expert_trajectories(config: Any, chat: Any, expert: ExpertPolicy | None = No
                    reset_options={"split": s.split})
 
 
+def uncut(trajectory: Trajectory) -> bool:
+    """Every action of the episode fit in rollout.max_new_tokens (a cut one is not a demonstration)."""
+    return bool(trajectory.turns) and all(k.finish_reason != "length" for k in trajectory.turns)
+
+
 def successful(trajectories: Sequence[Trajectory]) -> list[Trajectory]:
-    """Solved episodes whose every action fit in rollout.max_new_tokens (a cut one is not a demonstration)."""
-    return [t for t in trajectories if t.success and t.turns and all(k.finish_reason != "length" for k in t.turns)]
+    """Solved, uncut episodes."""
+    return [t for t in trajectories if t.success and uncut(t)]
 
 
 def expert_samples(config: Any, chat: Any) -> tuple[list[Sample], dict[str, float]]:
@@ -132,8 +137,7 @@ def expert_choice_sequences(config: Any, chat: Any) -> tuple[list[Any], dict[str
     good = successful(trajs)
     # sft.failed_demos=keep: the expert's label is right in every state it saw, so failed (e.g. noisy) episodes
     # teach too; skip (the default): an episode the expert could not finish is no demonstration
-    kept = good if s.failed_demos == "skip" else [
-        t for t in trajs if t.turns and all(k.finish_reason != "length" for k in t.turns)]
+    kept = good if s.failed_demos == "skip" else [t for t in trajs if uncut(t)]
     seqs = choice_sequences(kept, config.rollout.layout, use_labels=True)
     turns = sum(len(s.turns) for s in seqs)
     stats = {"demo_episodes": float(len(trajs)), "demo_success": len(good) / max(len(trajs), 1),
