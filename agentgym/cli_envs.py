@@ -233,7 +233,7 @@ def check_oracles(ids: list[str], seeds: tuple[int, ...] | None, episodes: int, 
     from agentgym.checker import as_missing_dependency
     from agentgym.errors import MissingDependencyError
     from agentgym.horizon import random_outcome
-    from agentgym.oracle_check import check_oracle, fresh_seeds, has_oracle
+    from agentgym.oracle_check import play_oracle, fresh_seeds, has_oracle
 
     out = out or sys.stdout
     families: dict[str, list[int]] = {}  # family -> [episodes, solved, failed ids]
@@ -244,7 +244,7 @@ def check_oracles(ids: list[str], seeds: tuple[int, ...] | None, episodes: int, 
             continue
         played = list(seeds) if seeds else fresh_seeds(episodes)
         try:
-            results = check_oracle(env_id, played, split=split)
+            results = play_oracle(env_id, played, split=split)
         except (ImportError, MissingDependencyError) as exc:
             missing = exc if isinstance(exc, MissingDependencyError) else as_missing_dependency(exc)
             if missing is None:

@@ -1,6 +1,6 @@
 """Is every task solvable as registered? Play an env's oracle at the eval's defaults on fresh seeds.
 
-`check_oracle(env_id, seeds)` plays `OraclePolicy` through the rollout engine with exactly what `agentgym eval
+`play_oracle(env_id, seeds)` plays `OraclePolicy` through the rollout engine with exactly what `agentgym eval
 --env ENV_ID` would use (the registered turn limit, the env's context defaults) and reports, per episode, how
 it ended. An episode that ends `max_turns` (the limit is shorter than the oracle's path), `context_full` (the
 context defaults do not fit it) or without an oracle action (a task type the oracle cannot play) is a problem;
@@ -70,7 +70,7 @@ def has_oracle(env_id: str) -> bool:
     return oracle is not None and oracle is not TextEnv.oracle_action
 
 
-def check_oracle(env_id: str, seeds: list[int], kwargs: dict | None = None, split: str | None = None) -> list[OracleEpisode]:
+def play_oracle(env_id: str, seeds: list[int], kwargs: dict | None = None, split: str | None = None) -> list[OracleEpisode]:
     """Play the oracle on `seeds` at the eval's defaults for `env_id` (the entry's `kwargs`; the eval's split
     unless `split` names another), one episode (one env) at a time."""
     from agentgym.eval.records import EvalConfig

@@ -18,7 +18,7 @@ from agentgym.envs.scienceworld import EXPLORE_FLOOR
 from agentgym.envs.scienceworld.tasks import EXPERIMENT_CAP
 from agentgym.horizon import (ContextDefaults, choose, context_defaults, context_lines, gold_paths, limit_for,
                               limit_source, random_outcome, turn_limit)
-from agentgym.oracle_check import check_oracle, fresh_seeds, has_oracle
+from agentgym.oracle_check import play_oracle, fresh_seeds, has_oracle
 from agentgym.registration import SuiteEntry, registered_context
 from test_all_envs import ALL_IDS, family
 
@@ -156,7 +156,7 @@ def test_a_missing_oracle_action_is_a_failure_not_a_skip():
             return None
 
     agentgym.register("test/Clueless-v0", Clueless, max_turns=10, override=True)
-    [episode] = check_oracle("test/Clueless-v0", [12345])
+    [episode] = play_oracle("test/Clueless-v0", [12345])
     assert episode.end_reason == "no_action" and episode.problem and "no oracle action at turn 0" in episode.describe()
 
 
