@@ -19,7 +19,7 @@ options, data not reused). Then the text-env checks, each with a name that a fai
     snapshot      where snapshot()/restore() exist: a restored env (same or fresh instance) answers alike
     render        `render()` gives text (or None) after reset
     close         `close()` may be called twice
-    context budget  warnings only: the env's episodes do not fit the context it registers (agentgym.budget_check)
+    context budget  warnings only: the env's episodes do not fit the context it registers (agentgym.engine.budget_check)
 
 The first failure raises `CheckError("[check] what went wrong ...")`. A missing optional dependency
 raises `MissingDependencyError`, which `check_all` reports as skipped.
@@ -35,7 +35,7 @@ from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 
-from agentgym.budget_check import check_context_budget
+from agentgym.engine.budget_check import check_context_budget
 from agentgym.errors import CheckError, MissingDependencyError
 from agentgym.snapshot import check_snapshot
 from agentgym.toolcall_formats import FORMATS

@@ -23,7 +23,7 @@ from agentgym.errors import RegistrationError
 
 # the rollout settings an env may recommend (names of RolloutConfig fields)
 CONTEXT_FIELDS = ("layout", "history_turns", "max_context_tokens", "max_observation_tokens", "fold_at_tokens")
-_LAYOUTS = ("trajectory", "step", "fold")  # agentgym.rollout.LAYOUTS (not imported: rollout imports the pool)
+_LAYOUTS = ("trajectory", "step", "fold")  # agentgym.engine.rollout.LAYOUTS (not imported: rollout imports the pool)
 
 
 @dataclass(frozen=True)

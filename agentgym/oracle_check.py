@@ -76,7 +76,7 @@ def play_oracle(env_id: str, seeds: list[int], kwargs: dict | None = None, split
     from agentgym.eval.records import EvalConfig
     from agentgym.policy import SamplingParams, load_policy
     from agentgym.registration import SuiteEntry
-    from agentgym.rollout import RolloutConfig, rollout
+    from agentgym.engine.rollout import RolloutConfig, rollout
 
     import agentgym
 

@@ -104,7 +104,7 @@ class Trajectory:
     wall_s: float = 0.0
     task: str = ""                        # the task text step-layout prompts restate (info["task"] or first obs)
     ground_truth: str = ""                # the answer the env exposed at reset (info["ground_truth"]), for IGPO
-    shared_prefix: int = 0                # a branch (agentgym.branching): its first turns are its trunk's, copied
+    shared_prefix: int = 0                # a branch (agentgym.engine.branching): its first turns are its trunk's, copied
 
     @property
     def total_reward(self) -> float:

@@ -25,7 +25,7 @@ HOUSEHOLD = "agentgym/Household-v0"
 
 
 def table_of(trajectories):
-    from agentgym.branching import trained_rows
+    from agentgym.engine.branching import trained_rows
     from agentgym.trajectory import TurnTable
 
     full = TurnTable.from_trajectories(trajectories)
@@ -73,9 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-turns", type=int, default=20)
     parser.add_argument("--branch-turns", default="2,5,8", help="comma-separated turn indices to branch from")
     args = parser.parse_args(argv)
-    from agentgym.branching import BranchConfig, branch_rollout
+    from agentgym.engine.branching import BranchConfig, branch_rollout
     from agentgym.eval.runner import load_eval_policy
-    from agentgym.rollout import RolloutConfig, rollout
+    from agentgym.engine.rollout import RolloutConfig, rollout
 
     policy, chat = mixed_policy(args.oracle_share) if args.policy == "mixed" else load_eval_policy(args.policy)
     config = RolloutConfig(max_turns=args.max_turns, executor="thread")

@@ -1,7 +1,7 @@
 """What the eval harness costs on top of the rollouts themselves, and what resuming saves.
 
 Side by side in one process, alternating rounds so a busy machine slows both alike:
-  bare     `agentgym.rollout.rollout` over the same envs x seeds x samples (no log, no reports)
+  bare     `agentgym.engine.rollout.rollout` over the same envs x seeds x samples (no log, no reports)
   eval     `run_eval` on the same work: resume log (one flushed JSON line per episode), metrics,
            results.json, report.md, report.html
   resume   `run_eval` again on the finished OUT dir: nothing to roll out, reports rewritten
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     from agentgym.eval.runner import EvalConfig, run_eval
     from agentgym.eval.suites import resolve_envs
     from agentgym.policies.scripted import OraclePolicy
-    from agentgym.rollout import RolloutConfig, rollout
+    from agentgym.engine.rollout import RolloutConfig, rollout
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="household" if "household" in agentgym.list_suites() else "toy")

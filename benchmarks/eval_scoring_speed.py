@@ -29,7 +29,7 @@ def main() -> None:
 
     from agentgym.policies.registry import load_policy
     from agentgym.policies.trunk import forward_flops
-    from agentgym.rollout import rollout
+    from agentgym.engine.rollout import rollout
     from agentgym.train.config import load_config
 
     torch.set_num_threads(args.threads)

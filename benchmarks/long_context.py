@@ -26,10 +26,10 @@ from typing import Any
 
 from agentgym.chat import ChatFormat
 from agentgym.eval.records import EvalConfig
-from agentgym.layouts import FOLD_REQUEST
+from agentgym.engine.layouts import FOLD_REQUEST
 from agentgym.policies.scripted import ScriptedPolicy
 from agentgym.registration import SuiteEntry, list_envs
-from agentgym.rollout import RolloutConfig, rollout
+from agentgym.engine.rollout import RolloutConfig, rollout
 from agentgym.trajectory import Trajectory
 
 

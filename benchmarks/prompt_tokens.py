@@ -30,7 +30,7 @@ def main() -> None:
     from agentgym.chat import ChatFormat
     from agentgym.policies.base import SamplingParams
     from agentgym.policies.models import load_tokenizer
-    from agentgym.rollout import RolloutConfig, rollout
+    from agentgym.engine.rollout import RolloutConfig, rollout
     from agentgym.train.sft.data import ExpertPolicy
 
     chat = ChatFormat.from_tokenizer(load_tokenizer("smollm2-135m-instruct"))

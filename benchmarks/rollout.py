@@ -23,7 +23,7 @@ from agentgym.chat import ChatFormat
 from agentgym.core import TextEnv, make_info
 from agentgym.policies.base import SamplingParams
 from agentgym.policies.scripted import ScriptedPolicy
-from agentgym.rollout import RolloutConfig, rollout
+from agentgym.engine.rollout import RolloutConfig, rollout
 
 
 class TrivialEnv(TextEnv):

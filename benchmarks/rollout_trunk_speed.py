@@ -28,7 +28,7 @@ def main() -> None:
 
     from agentgym.chat import ChatFormat
     from agentgym.policies.admissible import AdmissiblePolicy
-    from agentgym.rollout import rollout
+    from agentgym.engine.rollout import rollout
     from agentgym.train.batch import Components
     from agentgym.train.config import load_config
     from agentgym.train.setup import freeze_below_top_layers, load_model, make_optimizer

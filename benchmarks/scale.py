@@ -28,7 +28,7 @@ from pathlib import Path
 
 
 def env_steps_per_s(env: str, n_envs: int, workers: int, seconds: float, address: str) -> float:
-    from agentgym.vector import EnvFailure, make_pool
+    from agentgym.engine.vector import EnvFailure, make_pool
 
     rng = random.Random(0)
     with make_pool(env, n_envs, "ray", workers=workers, ray_address=address) as pool:

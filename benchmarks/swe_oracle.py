@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     from agentgym.eval.records import EvalConfig
     from agentgym.policies.scripted import OraclePolicy
     from agentgym.policy import SamplingParams
-    from agentgym.rollout import RolloutConfig, rollout
+    from agentgym.engine.rollout import RolloutConfig, rollout
 
     defaults = EvalConfig.__dataclass_fields__
     config = RolloutConfig(executor="serial", max_context_tokens=defaults["max_context_tokens"].default,

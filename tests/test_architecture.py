@@ -126,7 +126,7 @@ def test_no_import_cycles_even_through_imports_inside_functions():
 
 
 @pytest.mark.parametrize("source, module, expected", [
-    ("def f():\n    from agentgym.policies import load_policy\n", "agentgym.rollout",
+    ("def f():\n    from agentgym.policies import load_policy\n", "agentgym.engine.rollout",
      ["agentgym.policies", "agentgym.policies.load_policy"]),
     ("import agentgym.envs.search.world as w\n", "agentgym.tools.retrieval.corpus", ["agentgym.envs.search.world"]),
     ("from agentgym import train\n", "agentgym.eval.runner", ["agentgym", "agentgym.train"]),
@@ -184,3 +184,50 @@ def test_a_module_left_out_of_architecture_md_is_reported():
     doc = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
     assert "train/collectors/async_collector.py" in unnamed_modules(doc.replace("async_collector", "async"))
     assert "envs/remote" in unnamed_modules(doc.replace("remote", "far"))
+
+
+# The core's floors: the env contract, the rollout engine on it, the tools over both (ARCHITECTURE.md).
+CORE_TOOLS = {"checker", "oracle_check", "scaffold", "doctor", "cli", "cli_envs", "eval", "__main__"}
+
+
+def core_floor(module: str) -> str:
+    """'contract', 'engine' or 'tools' for a module of the core (`agentgym` itself counts as a tool: it
+    re-exports and names wings)."""
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] in CORE_TOOLS:
+        return "tools"
+    return "engine" if parts[1] == "engine" else "contract"
+
+
+FLOOR_MAY_IMPORT = {"contract": {"contract"}, "engine": {"contract", "engine"},
+                    "tools": {"contract", "engine", "tools"}}
+
+
+def floor_violations(path: Path) -> list[str]:
+    module = module_name(path)
+    floor = core_floor(module)
+    bad: dict[tuple[int, str], str] = {}  # one report per line and floor
+    for line, target in imported_modules(path.read_text(encoding="utf-8"), module, path.name == "__init__.py"):
+        if folder_of(target) != "core" or target == "agentgym":
+            continue
+        if core_floor(target) not in FLOOR_MAY_IMPORT[floor]:
+            bad.setdefault((line, core_floor(target)),
+                           f"{path.relative_to(ROOT).as_posix()}:{line}: {floor} -> {core_floor(target)} ({target})")
+    return list(bad.values())
+
+
+def test_the_env_contract_imports_nothing_of_the_engine_or_the_tools():
+    files = [p for p in (ROOT / "agentgym").rglob("*.py") if "__pycache__" not in p.parts]
+    floors = {core_floor(module_name(p)) for p in files}
+    assert floors == {"contract", "engine", "tools"}
+    assert core_floor("agentgym.engine.rollout") == "engine" and core_floor("agentgym.trajectory") == "contract"
+    bad = [v for p in files for v in floor_violations(p)]
+    assert not bad, "imports against the core's floors:\n" + "\n".join(bad)
+
+
+def test_a_contract_module_importing_the_engine_is_reported(tmp_path, monkeypatch):
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)
+    (tmp_path / "agentgym").mkdir()
+    (tmp_path / "agentgym" / "trajectory.py").write_text("def f():\n    from agentgym.engine.rollout import run\n")
+    assert floor_violations(tmp_path / "agentgym" / "trajectory.py") == [
+        "agentgym/trajectory.py:2: contract -> engine (agentgym.engine.rollout)"]

@@ -2,11 +2,11 @@
 the turn table (trained and counted once), exact step groups, whole token sequences."""
 import pytest
 
-from agentgym.branching import BranchConfig, branch_rollout, step_group_sizes, trained_rows
+from agentgym.engine.branching import BranchConfig, branch_rollout, step_group_sizes, trained_rows
 from agentgym.envs.toy.keydoor import KeyDoorEnv
 from agentgym.errors import ConfigError
 from agentgym.policies.scripted import RandomPolicy
-from agentgym.rollout import RolloutConfig
+from agentgym.engine.rollout import RolloutConfig
 from agentgym.trajectory import TurnTable
 
 HOUSEHOLD = "agentgym/Household-v0"

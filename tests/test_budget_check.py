@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import agentgym
-from agentgym.budget_check import EpisodeSizes, budget_warnings
+from agentgym.engine.budget_check import EpisodeSizes, budget_warnings
 from agentgym.horizon import ContextDefaults
 
 FITS = EpisodeSizes(system=500, first=600, turns=(80, 90, 100))

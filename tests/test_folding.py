@@ -7,11 +7,11 @@ from test_chat import llama3_tokenizer, qwen_tokenizer, smol_tokenizer, smol_tok
 
 from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError
-from agentgym.layouts import FOLD_REQUEST, fold_messages, fold_segments, is_summary
+from agentgym.engine.layouts import FOLD_REQUEST, fold_messages, fold_segments, is_summary
 from agentgym.policies.scripted import ScriptedPolicy
 from agentgym.policy import SamplingParams
 from agentgym.registration import make
-from agentgym.rollout import RolloutConfig, rollout
+from agentgym.engine.rollout import RolloutConfig, rollout
 from agentgym.trajectory import TurnTable
 
 CHAT = ChatFormat.simple()

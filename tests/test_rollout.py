@@ -14,7 +14,7 @@ from agentgym.errors import ConfigError
 from agentgym.policies.base import BasePolicy, Generation, SamplingParams
 from agentgym.policies.scripted import OraclePolicy, RandomPolicy, ScriptedPolicy
 from agentgym.registration import make
-from agentgym.rollout import RolloutConfig, rollout
+from agentgym.engine.rollout import RolloutConfig, rollout
 
 KEYDOOR, CALC = "agentgym/Toy-KeyDoor-v0", "agentgym/Toy-Calculator-v0"
 CHAT = ChatFormat.simple()
@@ -316,7 +316,7 @@ def test_process_executor_matches_threads(async_mode):
 
 
 def test_a_pool_can_be_reused_across_rollouts():
-    from agentgym.vector import make_pool
+    from agentgym.engine.vector import make_pool
 
     with make_pool(KEYDOOR, 4, "process", workers=2) as pool:
         first = rollout(pool, OraclePolicy(), CHAT, [0, 1], group_size=2)

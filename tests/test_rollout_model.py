@@ -8,7 +8,7 @@ import pytest
 
 from agentgym.policies.base import SamplingParams
 from agentgym.registration import list_envs, make
-from agentgym.rollout import RolloutConfig, rollout
+from agentgym.engine.rollout import RolloutConfig, rollout
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

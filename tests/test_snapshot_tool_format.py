@@ -5,13 +5,13 @@ import pickle
 
 import pytest
 
-from agentgym.branching import BranchConfig, branch_rollout
+from agentgym.engine.branching import BranchConfig, branch_rollout
 from agentgym.chat import ChatFormat
 from agentgym.checker import check_env
 from agentgym.envs.toy.calculator import CalculatorEnv
 from agentgym.errors import CheckError
 from agentgym.policies.scripted import ScriptedPolicy
-from agentgym.rollout import RolloutConfig
+from agentgym.engine.rollout import RolloutConfig
 from agentgym.snapshot import restore, snapshot
 from agentgym.toolcall_formats import FORMATS, ToolCall
 

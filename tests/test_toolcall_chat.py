@@ -132,7 +132,7 @@ def _llama_writer(ctx):
 def test_rollout_tells_the_env_the_policy_s_format(fmt, unparsed):
     """A policy writing Llama 3 calls: read when the chat format says llama3, never when it says hermes."""
     from agentgym.policies.scripted import ScriptedPolicy
-    from agentgym.rollout import RolloutConfig, rollout
+    from agentgym.engine.rollout import RolloutConfig, rollout
     from agentgym.train.metrics import tool_call_stats
 
     chat = ChatFormat.simple(tool_format=fmt)

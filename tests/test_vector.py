@@ -7,7 +7,7 @@ import signal
 import pytest
 
 from agentgym.errors import ConfigError, MissingDependencyError
-from agentgym.vector import EnvFailure, ResetResult, StepResult, env_turn_limit, make_pool
+from agentgym.engine.vector import EnvFailure, ResetResult, StepResult, env_turn_limit, make_pool
 
 pytestmark = pytest.mark.ray  # its Ray session: one machine-wide Ray at a time (tests/xdist_groups.py)
 

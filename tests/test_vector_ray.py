@@ -16,7 +16,7 @@ import pytest
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray")
 
-from agentgym.vector import EnvFailure, make_pool  # noqa: E402
+from agentgym.engine.vector import EnvFailure, make_pool  # noqa: E402
 
 KEYDOOR = "agentgym/Toy-KeyDoor-v0"
 

@@ -18,7 +18,7 @@ from agentgym.policies.registry import split_model_spec
 from agentgym.policies.vllm import VLLMSection
 from agentgym.policy import SamplingParams
 from agentgym.horizon import CONTEXT_FIELDS, context_defaults, context_lines
-from agentgym.rollout import RolloutConfig
+from agentgym.engine.rollout import RolloutConfig
 from agentgym.train.algorithm import AlgorithmSection, MOVED_ALGORITHM_KEYS  # noqa: F401  (re-exported)
 from agentgym.train.estimators import get_estimator
 from agentgym.train.updaters import refuse_unsupported, updater_for
@@ -87,7 +87,7 @@ class ModelSection:
 
 @dataclass(frozen=True)
 class RolloutSection(RolloutConfig):
-    """The rollout engine's config (agentgym.rollout.RolloutConfig: layout, history window, token limits,
+    """The rollout engine's config (agentgym.engine.rollout.RolloutConfig: layout, history window, token limits,
     executor, with the defaults every mode shares) plus what training needs: the env, the group sizes, the
     sampling of the rollout policy and the action mode. SFT's demonstrations and in-training evals run with it."""
 
@@ -109,7 +109,7 @@ class RolloutSection(RolloutConfig):
     lookahead: int = 0
     """Admissible mode: play each task once greedily and, at chosen turns of each failed play, try this many other
     actions (the policy's next-ranked), each followed greedily to the end; train those turns' choices toward
-    what returned more (agentgym/lookahead.py). 0: sampled groups of rollout.group_size."""
+    what returned more (agentgym/engine/lookahead.py). 0: sampled groups of rollout.group_size."""
     lookahead_points: int = 1
     """With rollout.lookahead: turns looked ahead per failed greedy play (loop turns first, then at random)."""
     lookahead_success_points: int = 0

@@ -2,7 +2,7 @@
 
 `trajectory` layout: one sample per episode, the last turn's prompt + response (which holds the whole
 conversation); turn k's response sits at [len(turn_k.prompt_ids), + len(response)). `step` layout:
-one sample per turn, its prompt + response. `fold` layout: one sample per fold segment (`agentgym.layouts`),
+one sample per turn, its prompt + response. `fold` layout: one sample per fold segment (`agentgym.engine.layouts`),
 each like a trajectory sample, so a fold's summary turn is trained in the segment it was generated in. Only
 response tokens are trained on (the mask), so
 observation and template tokens never enter a loss. Rows index the `TurnTable` built from the same
@@ -17,7 +17,7 @@ import numpy as np
 
 from agentgym.chat import ChatFormat
 from agentgym.errors import TokenMismatchError
-from agentgym.layouts import fold_segments, layout_messages
+from agentgym.engine.layouts import fold_segments, layout_messages
 from agentgym.trajectory import Trajectory
 from agentgym.train.batch import Batch, Sample
 
@@ -77,7 +77,7 @@ def _trajectory_sample(traj: Trajectory, turns: list, offset: int) -> Sample:
             raise TokenMismatchError(
                 f"trajectory {traj.env_id} seed {traj.seed} sample {traj.sample_index}: turn {t.index}'s prompt + "
                 "response is not a prefix of the final sequence; the rollout re-tokenized something "
-                "(use the trajectory layout of agentgym.rollout, or train with rollout.layout=step)")
+                "(use the trajectory layout of agentgym.engine.rollout, or train with rollout.layout=step)")
         row[start:start + n] = offset + t.index
         lp[start:start + n] = _logprob_array(t, n)
     return Sample(ids, row, lp)

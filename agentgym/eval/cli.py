@@ -15,7 +15,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def _add_eval(subparsers: argparse._SubParsersAction) -> None:
     from agentgym.eval.runner import DEFAULT_SEED
-    from agentgym.rollout import LAYOUTS, RolloutConfig
+    from agentgym.engine.rollout import LAYOUTS, RolloutConfig
 
     R = RolloutConfig()  # the defaults every mode shares (train embeds this config)
 

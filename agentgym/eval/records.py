@@ -10,7 +10,7 @@ from typing import Any
 from agentgym.errors import ConfigError
 from agentgym.registration import SuiteEntry
 from agentgym.horizon import CONTEXT_FIELDS, choose
-from agentgym.rollout import LAYOUTS, RolloutConfig
+from agentgym.engine.rollout import LAYOUTS, RolloutConfig
 from agentgym.toolcall_formats import FORMATS
 from agentgym.trajectory import Trajectory
 

@@ -19,7 +19,7 @@ from agentgym.eval.records import IDENTITY_FIELDS, DEFAULT_SEED, EvalConfig, Eva
 from agentgym.eval.writer import write_all
 from agentgym.policy import Policy, SamplingParams, load_policy
 from agentgym.registration import SuiteEntry, make
-from agentgym.rollout import RolloutConfig, rollout
+from agentgym.engine.rollout import RolloutConfig, rollout
 from agentgym.trajectory import Trajectory
 
 __all__ = ["DEFAULT_SEED", "EvalConfig", "EvalRecord", "EvalRun", "run_eval"]  # the records are re-exported

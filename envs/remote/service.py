@@ -172,7 +172,7 @@ class EnvService:
         return {"session_id": sid, "env_id": self.env_id, **self._describe(env)}
 
     def _describe(self, env: Any) -> dict[str, Any]:
-        from agentgym.vector import env_turn_limit
+        from agentgym.engine.vector import env_turn_limit
 
         base = env.unwrapped
         return {"instructions": str(getattr(base, "instructions", "") or ""),

@@ -6,13 +6,13 @@ import importlib.util
 import pytest
 
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("agentgym.rollout") is None or importlib.util.find_spec("agentgym.policies.scripted") is None,
+    importlib.util.find_spec("agentgym.engine.rollout") is None or importlib.util.find_spec("agentgym.policies.scripted") is None,
     reason="the rollout engine or the scripted policies are not built yet")
 
 
 def test_oracle_policy_solves_every_episode_and_groups_share_anchors():
     from agentgym.policies.scripted import OraclePolicy
-    from agentgym.rollout import RolloutConfig, rollout
+    from agentgym.engine.rollout import RolloutConfig, rollout
 
     config = RolloutConfig(executor="serial")
     trajs = rollout("agentgym/Household-v0", OraclePolicy(), None, seeds=list(range(12)), group_size=2,
@@ -25,7 +25,7 @@ def test_oracle_policy_solves_every_episode_and_groups_share_anchors():
 
 def test_random_policy_solves_few():
     from agentgym.policies.scripted import RandomPolicy
-    from agentgym.rollout import RolloutConfig, rollout
+    from agentgym.engine.rollout import RolloutConfig, rollout
 
     trajs = rollout("agentgym/Household-v0", RandomPolicy(seed=0), None, seeds=list(range(30)),
                     config=RolloutConfig(executor="serial", max_turns=30))

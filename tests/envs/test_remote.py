@@ -84,7 +84,7 @@ def test_remote_url_id_plays_like_the_local_env(served):
 
 def test_trajectories_name_the_served_env(served):
     from agentgym.policies.scripted import OraclePolicy
-    from agentgym.rollout import rollout
+    from agentgym.engine.rollout import rollout
 
     env_id = f"remote:{served().url}/{KEYDOOR}"
     trajs = rollout(env_id, OraclePolicy(), None, seeds=[0, 1])

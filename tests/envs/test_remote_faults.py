@@ -14,8 +14,8 @@ import time
 import pytest
 
 from agentgym.policies.scripted import ScriptedPolicy
-from agentgym.rollout import RolloutConfig, rollout
-from agentgym.vector import make_pool
+from agentgym.engine.rollout import RolloutConfig, rollout
+from agentgym.engine.vector import make_pool
 
 pytestmark = pytest.mark.slow  # each starts an env server process (a few seconds), one starts two
 

@@ -24,8 +24,8 @@ import pytest
 import agentgym
 from agentgym.checker import GARBAGE_ACTIONS
 from agentgym.policies.scripted import OraclePolicy
-from agentgym.rollout import RolloutConfig, rollout
-from agentgym.vector import make_pool
+from agentgym.engine.rollout import RolloutConfig, rollout
+from agentgym.engine.vector import make_pool
 
 pytestmark = pytest.mark.slow
 KEYDOOR, ONEWORD = "agentgym/Toy-KeyDoor-v0", "agentgym/Toy-KeyDoor-OneWord-v0"

@@ -176,7 +176,7 @@ def test_bad_input_is_answered_not_raised(env):
 
 
 def test_state_summary_names_the_room_the_inventory_and_the_score(env):
-    """What the fold layout shows in place of the turns it folds away (agentgym.folding)."""
+    """What the fold layout shows in place of the turns it folds away (agentgym.engine.folding)."""
     use_task(env, "find-animal")
     env.reset(seed=0)
     for _ in range(2):

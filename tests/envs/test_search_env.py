@@ -183,7 +183,7 @@ def test_registered_ids_suite_and_contract():
 
 def test_oracle_policy_through_the_rollout_engine_scores_em_1():
     from agentgym.policies.scripted import OraclePolicy
-    from agentgym.rollout import rollout
+    from agentgym.engine.rollout import rollout
 
     trajectories = rollout("agentgym/Search-v0", OraclePolicy(), None, seeds=list(range(8)), group_size=2)
     assert len(trajectories) == 16 and all(t.success for t in trajectories)

@@ -112,7 +112,7 @@ def test_run_tests_reports_failures(env):
 
 
 def test_state_summary_shows_the_diff_and_the_last_test_run(env):
-    """What the fold layout shows in place of the turns it folds away (agentgym.folding)."""
+    """What the fold layout shows in place of the turns it folds away (agentgym.engine.folding)."""
     task = load_tasks(MINI_TASKS)[2]
     env.reset(seed=0, options={"task_id": task.instance_id})
     assert env.state_summary() == "No file changed yet.\nNo test run yet."

@@ -108,7 +108,7 @@ def test_choices_are_admissible_and_token_exact(tiny):
 
 
 def test_rollout_with_admissible_actions_is_always_valid(tiny):
-    from agentgym.rollout import RolloutConfig, rollout
+    from agentgym.engine.rollout import RolloutConfig, rollout
     from agentgym.train.tiny import ONE_WORD_ENV
 
     model, tok = tiny

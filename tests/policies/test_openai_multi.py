@@ -145,7 +145,7 @@ def test_two_llama_cpp_servers_one_killed_mid_rollout(tmp_path, smol):
     pytest.importorskip("llama_cpp.server.app", reason="needs llama-cpp-python[server]")
     from test_openai_server import KillAfter, LlamaServer  # tests/policies is on sys.path (rootdir-less)
 
-    from agentgym import rollout as R
+    from agentgym.engine import rollout as R
 
     first, second = LlamaServer(tmp_path), LlamaServer(tmp_path)
     try:

@@ -139,7 +139,7 @@ def test_server_killed_mid_batch(tmp_path, smol):
 
 
 def test_server_killed_mid_rollout(tmp_path, smol):
-    rollout_module = pytest.importorskip("agentgym.rollout")
+    rollout_module = pytest.importorskip("agentgym.engine.rollout")
     srv = LlamaServer(tmp_path)
     try:
         policy = OpenAIPolicy(srv.url, tokenizer=smol.tokenizer, retokenize=True, max_concurrency=1,

@@ -101,7 +101,7 @@ def test_two_vllm_servers_one_killed_mid_rollout(servers, smol):
     its 2nd answer; its requests are retried on the second; every episode ends normally."""
     from test_openai_server import KillAfter
 
-    from agentgym import rollout as R
+    from agentgym.engine import rollout as R
 
     first, second = servers
     policy = OpenAIPolicy([first.url, second.url], tokenizer=smol.tokenizer, max_concurrency=2, max_retries=2,

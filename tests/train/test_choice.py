@@ -85,7 +85,7 @@ def test_choice_sequences_read_the_choice_each_turn_carries(tiny):
     import json
 
     from agentgym.policies.base import SamplingParams
-    from agentgym.rollout import RolloutConfig, rollout
+    from agentgym.engine.rollout import RolloutConfig, rollout
     from agentgym.train.tiny import ONE_WORD_ENV
     from agentgym.trajectory import Trajectory
 

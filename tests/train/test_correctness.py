@@ -9,7 +9,7 @@ import pytest
 
 from agentgym.chat import ChatFormat
 from agentgym.policies.scripted import OraclePolicy
-from agentgym.rollout import RolloutConfig, next_prompt_ids, rollout
+from agentgym.engine.rollout import RolloutConfig, next_prompt_ids, rollout
 from agentgym.train.estimators import advantages as A
 from agentgym.train.algorithm import AlgorithmSection, GaeSection, ShapingSection, ValueSection
 from agentgym.train.config import config_from_dict

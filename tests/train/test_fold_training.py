@@ -9,10 +9,10 @@ import pytest
 
 from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError, TokenMismatchError
-from agentgym.layouts import FOLD_REQUEST, fold_segments, is_summary
+from agentgym.engine.layouts import FOLD_REQUEST, fold_segments, is_summary
 from agentgym.policies.scripted import ScriptedPolicy
 from agentgym.policy import SamplingParams
-from agentgym.rollout import RolloutConfig, rollout
+from agentgym.engine.rollout import RolloutConfig, rollout
 from agentgym.train.config import config_from_dict, load_config
 from agentgym.train.samples import build_samples, verify_samples
 from agentgym.trajectory import TurnTable

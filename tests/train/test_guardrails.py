@@ -193,7 +193,7 @@ def test_collapse_fires_on_groups_that_all_play_the_same(tmp_path: Path, capsys)
 def test_tool_errors_from_a_real_rollout():
     """A policy calling a tool the calculator env does not have: every call is an error."""
     from agentgym.policies.scripted import ScriptedPolicy
-    from agentgym.rollout import rollout
+    from agentgym.engine.rollout import rollout
 
     calls = ScriptedPolicy(lambda ctx: '<tool_call>{"name": "calc", "arguments": {"expression": "1+1"}}</tool_call>')
     trajs = rollout("agentgym/Toy-Calculator-v0", calls, None, [0, 1], group_size=2)

@@ -7,7 +7,7 @@ import pytest
 
 from agentgym.chat import ChatFormat
 from agentgym.policies.scripted import ScriptedPolicy
-from agentgym.rollout import RolloutConfig, rollout
+from agentgym.engine.rollout import RolloutConfig, rollout
 from agentgym.train.estimators import advantages as adv
 from agentgym.trajectory import Trajectory, Turn, TurnTable, history_keys
 

@@ -12,7 +12,7 @@ import pytest
 
 from agentgym.chat import ChatFormat
 from agentgym.policies.scripted import ScriptedPolicy
-from agentgym.rollout import RolloutConfig, ground_truth, rollout
+from agentgym.engine.rollout import RolloutConfig, ground_truth, rollout
 from agentgym.train.estimators import igpo
 
 CHAT = ChatFormat.simple()

@@ -1,4 +1,4 @@
-"""One-step lookahead on the greedy policy (agentgym/lookahead.py, train/updaters/lookahead.py): where it looks,
+"""One-step lookahead on the greedy policy (agentgym/engine/lookahead.py, train/updaters/lookahead.py): where it looks,
 what it tries, that every play-out is the greedy policy's after the tried action, and how the tried actions'
 returns become the update's advantages."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from agentgym.errors import ConfigError
-from agentgym.lookahead import Decision, branch_turns, ranked_alternatives
+from agentgym.engine.lookahead import Decision, branch_turns, ranked_alternatives
 from agentgym.policy import Choice
 from agentgym.trajectory import Trajectory, Turn
 
@@ -100,10 +100,10 @@ def tiny(tmp_path):
 
 @pytest.mark.parametrize("layout", ["trajectory", "step"])
 def test_play_outs_try_the_alternative_then_follow_the_greedy_policy(tiny, layout):
-    from agentgym.lookahead import lookahead_rollout
+    from agentgym.engine.lookahead import lookahead_rollout
     from agentgym.policies.admissible import AdmissiblePolicy
     from agentgym.policies.base import SamplingParams
-    from agentgym.rollout import RolloutConfig
+    from agentgym.engine.rollout import RolloutConfig
     from agentgym.train.tiny import ONE_WORD_ENV
 
     policy = AdmissiblePolicy(*tiny)

@@ -120,7 +120,7 @@ def test_sft_checkpoint_is_a_policy_and_an_rl_start(tmp_path):
     import torch
 
     from agentgym.policies import load_policy
-    from agentgym.rollout import RolloutConfig, rollout
+    from agentgym.engine.rollout import RolloutConfig, rollout
     from agentgym.policies.base import SamplingParams
     from agentgym.train.sft.run import with_sft_start
     from agentgym.train.trainer import Trainer

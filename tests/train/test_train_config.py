@@ -121,7 +121,7 @@ def test_one_rollout_config_with_one_set_of_defaults():
 
     from agentgym.eval.records import EvalConfig
     from agentgym.registration import SuiteEntry
-    from agentgym.rollout import RolloutConfig
+    from agentgym.engine.rollout import RolloutConfig
     from agentgym.train.config import RolloutSection
 
     engine, section = RolloutConfig(), RolloutSection()

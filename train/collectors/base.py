@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from agentgym.errors import ConfigError
-from agentgym.rollout import RolloutConfig, rollout
+from agentgym.engine.rollout import RolloutConfig, rollout
 from agentgym.rubric import apply_group_rewards
 from agentgym.train.guardrails import drop_mixed_groups
 from agentgym.train.health import reward_sanity

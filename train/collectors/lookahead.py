@@ -1,5 +1,5 @@
 """rollout.lookahead: rollout.groups tasks played once greedily, then rollout.lookahead alternatives at each
-failed play's chosen turns (agentgym/lookahead.py); the learner trains the looked-ahead turns' choices."""
+failed play's chosen turns (agentgym/engine/lookahead.py); the learner trains the looked-ahead turns' choices."""
 from __future__ import annotations
 
 import random
@@ -13,7 +13,7 @@ class LookaheadCollector(Collector):
 
     def collect(self, iteration: int) -> Collected:
         """batch: the greedy plays and every play-out; first: the greedy plays; stats: their reward sanity."""
-        from agentgym.lookahead import lookahead_rollout
+        from agentgym.engine.lookahead import lookahead_rollout
 
         ctx, r = self.ctx, self.cfg.rollout
         seeds = list(range(self.next_seed, self.next_seed + r.groups))

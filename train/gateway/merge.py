@@ -16,7 +16,7 @@ text never is.
 
 In the `Trajectory`, the turns are the calls grouped by segment (segment order: its first call's), and each
 segment after the first starts at a turn carrying `info["fold_message"]`: the trainer's `fold` layout
-(`agentgym.layouts.fold_segments`) then builds one sample per segment, and the `trajectory` layout accepts
+(`agentgym.engine.layouts.fold_segments`) then builds one sample per segment, and the `trajectory` layout accepts
 sessions of one segment. The session's reward is on the last turn, each call's own reward on its turn. A
 turn's observation and anchor are the call's newest user or tool message (what it answered): calls of a
 group that answered the same message acted from the same state, which is what GiGPO's step groups compare.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentgym.rollout import next_prompt_ids
+from agentgym.engine.rollout import next_prompt_ids
 from agentgym.train.estimators.targets import shape_rewards
 from agentgym.train.learners.base import Learner, LearnerContext, batch_stats
 from agentgym.trajectory import TurnTable

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from agentgym.rollout import next_prompt_ids
+from agentgym.engine.rollout import next_prompt_ids
 from agentgym.train.estimators.advantages import last_rows
 from agentgym.train.estimators.targets import build_targets, shape_rewards, with_epo
 from agentgym.train.health import signal_figures

@@ -1,7 +1,7 @@
 """Behaviour-cloning samples, built with the same chat format, layout and token code as RL rollouts.
 
 Three sources, one result (`train.samples.Sample`s whose mask covers the assistant's tokens only):
-- `expert_samples`: an expert plays the env through `agentgym.rollout` itself (an `ExpertPolicy`
+- `expert_samples`: an expert plays the env through `agentgym.engine.rollout` itself (an `ExpertPolicy`
   answers each turn with the env's `expert_action()` or `oracle_action()` text, tokenized by the
   model's chat format and closed with the end-of-turn token), and `build_samples` turns the successful
   episodes into samples: the same code path as an RL batch.
@@ -27,7 +27,7 @@ from agentgym.policy import Choice
 from agentgym.policies.scripted import ScriptedPolicy
 from agentgym.train.batch import Sample
 from agentgym.train.samples import build_samples
-from agentgym.rollout import window_message
+from agentgym.engine.rollout import window_message
 from agentgym.trajectory import Trajectory
 
 
@@ -97,7 +97,7 @@ def rollout_config(config: Any, max_turns: int | None, chat: Any) -> Any:
 
 def expert_trajectories(config: Any, chat: Any, expert: ExpertPolicy | None = None) -> list[Trajectory]:
     """Play `sft.episodes` expert episodes of rollout.env on `sft.split`; all of them, successful or not."""
-    from agentgym.rollout import rollout
+    from agentgym.engine.rollout import rollout
 
     s = config.sft
     seeds = list(range(s.seed_start, s.seed_start + s.episodes))

@@ -190,7 +190,7 @@ class SFTRun:
     def evaluate(self) -> dict[str, float]:
         """Greedy success on the eval section's held-out seeds, as the RL trainer evaluates."""
         from agentgym.policies.hf import HFPolicy
-        from agentgym.rollout import rollout
+        from agentgym.engine.rollout import rollout
         from agentgym.train.metrics import rollout_metrics
 
         cfg, r, e = self.cfg, self.cfg.rollout, self.cfg.eval

@@ -1,4 +1,4 @@
-"""The choice update of a lookahead batch (agentgym/lookahead.py): at each looked-ahead turn of a greedy play,
+"""The choice update of a lookahead batch (agentgym/engine/lookahead.py): at each looked-ahead turn of a greedy play,
 the actions tried there are trained toward those whose greedy play-outs returned more.
 
 A decision's play-outs all act first from one restored state: an exact GiGPO step group, whose step advantage
@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from agentgym.lookahead import Decision
+from agentgym.engine.lookahead import Decision
 from agentgym.train.batch import Components, TrainConfig
 from agentgym.train.estimators.advantages import group_normalize, scale_negatives
 from agentgym.train.updaters.choice_ppo import ChoiceSequence, ChoiceTurn, choice_update

@@ -29,10 +29,10 @@ import numpy as np
 from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError
 from agentgym.policy import Policy
-from agentgym.rollout import RolloutConfig, _Engine, _Episode, _resolve_chat, _run_sync, rollout
+from agentgym.engine.rollout import RolloutConfig, _Engine, _Episode, _resolve_chat, _run_sync, rollout
 from agentgym.snapshot import restore, snapshot, supports_snapshot
 from agentgym.trajectory import Trajectory, TurnTable
-from agentgym.vector import build_env, env_turn_limit, make_pool
+from agentgym.engine.vector import build_env, env_turn_limit, make_pool
 
 
 @dataclass(frozen=True)

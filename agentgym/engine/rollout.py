@@ -3,7 +3,7 @@
     trajs = rollout("agentgym/Toy-KeyDoor-v0", policy, chat, seeds=[0, 1, 2], group_size=4)
 
 Group i is `group_size` envs reset with `seeds[i]`; trajectories come back group-major. Each turn the
-active envs' requests go to the policy as ONE batch, the envs step concurrently (see `agentgym.vector`),
+active envs' requests go to the policy as ONE batch, the envs step concurrently (see `agentgym.engine.vector`),
 and an episode ends on terminated / truncated / its turn limit / a full context / a failure. In async
 mode every episode runs as a coroutine: an env whose step returns early has its next request queued at
 once, and requests from ready envs are batched opportunistically.
@@ -14,7 +14,7 @@ re-tokenized. In the `step` layout each prompt is the system prompt + the last `
 rebuilt from the same recorded token pieces; once the first observation has slid out of that window, the
 task (`info["task"]` at reset, else the first observation) is restated before the window (`window_message`).
 The `fold` layout grows like `trajectory` until a budget, then folds older turns into a summary
-(`agentgym.folding`; the shapes of all three: `agentgym.layouts`).
+(`agentgym.engine.folding`; the shapes of all three: `agentgym.engine.layouts`).
 
 A policy failure (a Generation with finish_reason "error", or an exception) or an env failure ends
 that episode with end_reason "failed" and its error message; the rest of the batch goes on.
@@ -30,11 +30,11 @@ from typing import Any, Callable, Sequence
 
 from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError
-from agentgym.folding import fold_budget, fold_prompt, record_summary
-from agentgym.layouts import TASK_REMINDER, next_prompt_ids, step_messages, window_message  # noqa: F401 (re-exported)
+from agentgym.engine.folding import fold_budget, fold_prompt, record_summary
+from agentgym.engine.layouts import TASK_REMINDER, next_prompt_ids, step_messages, window_message  # noqa: F401 (re-exported)
 from agentgym.policy import EnvContext, Generation, GenerationRequest, Policy, SamplingParams
 from agentgym.trajectory import Trajectory, Turn, history_keys, json_safe
-from agentgym.vector import EXECUTORS, EnvFailure, EnvPool, ResetResult, StepResult, make_pool
+from agentgym.engine.vector import EXECUTORS, EnvFailure, EnvPool, ResetResult, StepResult, make_pool
 
 LAYOUTS = ("trajectory", "step", "fold")
 

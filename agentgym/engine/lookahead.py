@@ -25,14 +25,14 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
-from agentgym.branching import _continue, replayed_points
+from agentgym.engine.branching import _continue, replayed_points
 from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError
 from agentgym.policy import Choice, Policy
-from agentgym.rollout import RolloutConfig, _Engine, _resolve_chat, _run_sync, rollout
+from agentgym.engine.rollout import RolloutConfig, _Engine, _resolve_chat, _run_sync, rollout
 from agentgym.snapshot import restore
 from agentgym.trajectory import Trajectory
-from agentgym.vector import make_pool
+from agentgym.engine.vector import make_pool
 
 LOOP_COMPONENT = "revisit"  # the reward component an env pays for an action that brings back a visited state
 

@@ -84,7 +84,7 @@ def measure(env: Any, seed: int, steps: int, pick: Callable[[Any, dict], str]) -
 def check_context_budget(env: Any, env_id: str, seed: int, steps: int,
                          pick: Callable[[Any, dict], str]) -> tuple[str, ...]:
     """[context budget] warnings (empty when the env fits what it declares; see the module docstring)."""
-    from agentgym.rollout import RolloutConfig
+    from agentgym.engine.rollout import RolloutConfig
 
     engine = RolloutConfig()
     settings = choose(env_id, {}, {name: getattr(engine, name) for name in CONTEXT_FIELDS})

@@ -1,4 +1,4 @@
-"""The rollout engine's side of the `fold` layout (see `agentgym.layouts` for the shape of a folded episode).
+"""The rollout engine's side of the `fold` layout (see `agentgym.engine.layouts` for the shape of a folded episode).
 
 Before a request whose prompt + a turn's tokens would pass the fold budget, the engine asks the model for a
 summary instead: the same segment continues with the current observation + `FOLD_REQUEST`, and the reply
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentgym.layouts import FOLD_REQUEST, fold_message
+from agentgym.engine.layouts import FOLD_REQUEST, fold_message
 from agentgym.policy import Generation, GenerationRequest
 from agentgym.trajectory import Turn, history_keys
 
