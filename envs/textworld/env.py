@@ -100,14 +100,25 @@ class TextWorldEnv(TextEnv):
     def _game_for(self, seed: int) -> str:
         if self.game is not None:
             return self.game
-        if self.game_pool:
-            seed %= self.game_pool
         return str(game_path(self.game_spec, seed, self.cache_dir))
+
+    def _game_seed(self, seed: int | None, split: str) -> int:
+        """The generator seed of reset `seed`'s game. With `game_pool=N` the train split cycles the games of
+        reset seeds 0..N-1 (compiled once, then cached); other splits keep one game per reset seed, and a
+        held-out seed inside the pool is refused, so held-out games are never trained on."""
+        if self.game_pool and split == "train":
+            index = seed if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
+            return _generator_seed(index % self.game_pool)
+        if self.game_pool and seed is not None and 0 <= seed < self.game_pool:
+            raise ConfigError(f"held-out ({split}) reset seed {seed} is one of the training pool's games "
+                              f"(game_pool={self.game_pool}: seeds 0..{self.game_pool - 1}); evaluate on seeds "
+                              f">= {self.game_pool} (eval.seed_start)")
+        return int(self.np_random.integers(0, 2**31 - 1))
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         options = dict(options or {})
-        game_seed = int(self.np_random.integers(0, 2**31 - 1))
+        game_seed = self._game_seed(seed, str(options.get("split", "train")))
         if "task_id" in options:
             game_seed = _seed_from_task_id(str(options["task_id"]))
         path = str(options["game"]) if "game" in options else self._game_for(game_seed)
@@ -212,6 +223,13 @@ def _command_text(action: Any) -> str:
         tagged = lines[-1] if lines else ""
     command = " ".join(tagged[:300].lower().split()).lstrip("> ").rstrip(" .!")
     return command if command.isprintable() else "".join(ch for ch in command if ch.isprintable())
+
+
+def _generator_seed(reset_seed: int) -> int:
+    """The game seed `reset(seed=reset_seed)` draws without a pool (gymnasium seeds np_random this way)."""
+    import numpy as np
+
+    return int(np.random.default_rng(reset_seed).integers(0, 2**31 - 1))
 
 
 def _seed_from_task_id(task_id: str) -> int:

@@ -158,3 +158,21 @@ def test_agentgym_check_passes(cache):
 
     report = check_env("agentgym/TextWorld-v0", cache_dir=cache, game_pool=1, **SMALL)
     assert "oracle" in report.checks and "determinism" in report.checks
+
+
+@pytest.mark.slow
+def test_game_pool_cycles_training_games_and_keeps_held_out_games_apart(cache):
+    """game_pool=2: train resets 0 and 2 play one game (reset seed 0's, the very file an unpooled env
+    compiles for seed 0, so the cache is reused), held-out resets play their own game, and a held-out seed
+    inside the pool is refused with the fix."""
+    pooled = TextWorldEnv(cache_dir=cache, game_pool=2, **SMALL)
+    plain = TextWorldEnv(cache_dir=cache, **SMALL)
+    train = {pooled.reset(seed=s, options={"split": "train"})[1]["task_id"] for s in (0, 2)}
+    assert train == {plain.reset(seed=0)[1]["task_id"]}
+    assert pooled.reset(seed=1, options={"split": "train"})[1]["task_id"] == plain.reset(seed=1)[1]["task_id"]
+    held_out = pooled.reset(seed=7, options={"split": "test"})[1]["task_id"]
+    assert held_out == plain.reset(seed=7)[1]["task_id"] and held_out not in train
+    with pytest.raises(ConfigError, match="eval.seed_start"):
+        pooled.reset(seed=1, options={"split": "test"})
+    pooled.close()
+    plain.close()
