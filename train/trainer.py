@@ -79,7 +79,7 @@ class Trainer:
         self.device, self.env_id, self.tools, self.pad_id = c.device, c.env_id, c.tools, c.pad_id
         self.iteration = 0
         self.is_main = self.dist is None or self.dist.is_main
-        self.learner = build_learner(config, LearnerContext(c, config, self.dist, self._sleep_rollout_engine))
+        self.learner = build_learner(config, LearnerContext(c, self.dist, self._sleep_rollout_engine))
         self.collector: Any = None  # built once the checkpoint's state is known (_resume)
         self.health: list[dict[str, float]] = []  # per iteration: the figures the collapse trends read
         self.guard_details: dict[str, str] = {}  # an example a guard's message quotes (the first token mismatch)

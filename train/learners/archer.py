@@ -6,21 +6,27 @@ from typing import Any
 
 from agentgym.engine.rollout import next_prompt_ids
 from agentgym.train.estimators.targets import shape_rewards
-from agentgym.train.learners.base import Learner, LearnerContext, batch_stats
+from agentgym.train.learners.base import Learner, LearnerContext, UpdateSections, batch_stats
 from agentgym.trajectory import TurnTable
 
 
 class ArcherActorCritic(Learner):
     name = "archer"
 
-    def __init__(self, ctx: LearnerContext):
+    def __init__(self, ctx: LearnerContext, sections: UpdateSections, critic_model: str = ""):
+        """`critic_model`: model.critic_model, a local HF dir the critic's backbone loads ("": a copy of the
+        policy's)."""
         from agentgym.train.updaters.archer import ArcherLearner
 
-        super().__init__(ctx)
+        super().__init__(ctx, sections)
         cfg, o, c = self.cfg, self.cfg.optim, self.c
         self.archer = ArcherLearner(cfg.algorithm.archer, cfg.algorithm.gamma, c.model, c.device, c.pad_id,
                                     lr=o.critic_lr, max_grad_norm=o.critic_max_grad_norm or o.max_grad_norm,
-                                    critic_model=cfg.model.critic_model, seed=cfg.train.seed)
+                                    critic_model=critic_model, seed=cfg.train.seed)
+
+    @classmethod
+    def from_config(cls, config: Any, ctx: LearnerContext) -> ArcherActorCritic:
+        return cls(ctx, UpdateSections.of(config), config.model.critic_model)
 
     def update(self, collected: Any, samples: list[Any], iteration: int, metrics: dict[str, Any]) -> bool:
         if not samples:

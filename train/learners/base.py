@@ -1,33 +1,60 @@
-"""What every learner shares: the trainer's parts it trains (`LearnerContext`), the `Learner` base class, and
-the batch figures logged beside an update."""
+"""What every learner shares: the trainer's parts it trains (`LearnerContext`), the config sections an update
+reads (`UpdateSections`), the `Learner` base class, and the batch figures logged beside an update."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
 from agentgym.train.batch import Sample, Scored, Targets
 
+if TYPE_CHECKING:  # the sections' types; config.py (which validates them) imports nothing of learners/
+    from agentgym.train.algorithm import AlgorithmSection
+    from agentgym.train.config import OptimSection, RolloutSection, TrainConfig, TrainSection
+
 
 @dataclass
 class LearnerContext:
-    """`c`: the trainer's Components (model, critic, optimizer, chat, ...); `config`: the TrainConfig;
-    `sleep_engine()` frees a separate rollout engine's memory before a token update."""
+    """The trainer's parts a learner trains: `c`, its Components (model, critic, optimizer, chat, ...);
+    `dist`, a train.distributed context or None; `sleep_engine()` frees a separate rollout engine's memory
+    before a token update. The config is not among them: a learner takes its sections (`UpdateSections`)."""
 
     c: Any
-    config: Any
     dist: Any = None
     sleep_engine: Callable[[], None] = lambda: None
 
 
+@dataclass(frozen=True)
+class UpdateSections:
+    """What of the training config an update reads, and nothing else of it: `algorithm` (estimator, loss,
+    regularisers), `optim` (rates, gradient clips), `train` (ppo_epochs, mini_batches, micro_batch_size,
+    seed) and `rollout` (how the samples were made: temperature, layout, history_turns, max_new_tokens).
+    The updaters' functions read these four under the same names (`cfg.algorithm`, `cfg.train.seed`, ...)."""
+
+    algorithm: AlgorithmSection
+    optim: OptimSection
+    train: TrainSection
+    rollout: RolloutSection
+
+    @classmethod
+    def of(cls, config: TrainConfig) -> UpdateSections:
+        return cls(config.algorithm, config.optim, config.train, config.rollout)
+
+
 class Learner:
-    """One iteration's update. Subclasses set `name` and implement `update`."""
+    """One iteration's update. Subclasses set `name` and implement `update`; one that needs more than its
+    `UpdateSections` (a section, or a part built from one) takes it in `__init__` and says so in `from_config`."""
 
     name = ""
 
-    def __init__(self, ctx: LearnerContext):
-        self.ctx, self.c, self.cfg = ctx, ctx.c, ctx.config
+    def __init__(self, ctx: LearnerContext, sections: UpdateSections):
+        self.ctx, self.c, self.cfg = ctx, ctx.c, sections
+
+    @classmethod
+    def from_config(cls, config: TrainConfig, ctx: LearnerContext) -> Learner:
+        """The learner of `config`: the one place it reads the whole config, to hand over its sections."""
+        return cls(ctx, UpdateSections.of(config))
 
     def update(self, collected: Any, samples: list[Sample], iteration: int, metrics: dict[str, Any]) -> bool:
         """Train on `collected` (its `samples` built in the trainer's layout), adding figures to `metrics`;

@@ -5,22 +5,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentgym.train.learners.base import Learner, LearnerContext
+from agentgym.train.learners.base import Learner, LearnerContext, UpdateSections
 
 
 class ChoicePPO(Learner):
     name = "choice_ppo"
 
-    def __init__(self, ctx: LearnerContext):
-        super().__init__(ctx)
+    def __init__(self, ctx: LearnerContext, sections: UpdateSections, expert: Any = None):
+        """`expert`: the ExpertReplay each update also steps on (algorithm.regularisers.expert_coef), or None."""
+        super().__init__(ctx, sections)
         policy = self.c.policy
         if hasattr(policy, "keep_trunk"):  # the rollout keeps the frozen trunk's output for the update
             policy.keep_trunk = getattr(policy, "model", None) is self.c.model  # (policies/rollout_trunk.py)
-        self.expert = None
-        if self.cfg.algorithm.regularisers.expert_coef:
+        self.expert = expert
+
+    @classmethod
+    def from_config(cls, config: Any, ctx: LearnerContext) -> ChoicePPO:
+        """With expert_coef, the sft section's demonstrations are played here, once, for the replay."""
+        expert = None
+        if config.algorithm.regularisers.expert_coef:
             from agentgym.train.expert_replay import ExpertReplay
 
-            self.expert = ExpertReplay.from_config(self.cfg, self.c.chat)
+            expert = ExpertReplay.from_config(config, ctx.c.chat)
+        return cls(ctx, UpdateSections.of(config), expert)
 
     def update(self, collected: Any, samples: list[Any], iteration: int, metrics: dict[str, Any]) -> bool:
         if not samples:

@@ -10,7 +10,7 @@ from agentgym.engine.rollout import next_prompt_ids
 from agentgym.train.estimators.advantages import last_rows
 from agentgym.train.estimators.targets import build_targets, shape_rewards, with_epo
 from agentgym.train.health import signal_figures
-from agentgym.train.learners.base import Learner, LearnerContext, batch_stats, fresh_tokens
+from agentgym.train.learners.base import Learner, LearnerContext, UpdateSections, batch_stats, fresh_tokens
 from agentgym.train.updaters.losses import running_entropy
 from agentgym.train.updaters.token_ppo import answer_logprobs, ppo_update, score, state_values
 from agentgym.trajectory import Trajectory, TurnTable
@@ -19,8 +19,8 @@ from agentgym.trajectory import Trajectory, TurnTable
 class TokenPPO(Learner):
     name = "token_ppo"
 
-    def __init__(self, ctx: LearnerContext):
-        super().__init__(ctx)
+    def __init__(self, ctx: LearnerContext, sections: UpdateSections):
+        super().__init__(ctx, sections)
         self.epo_running: float | None = None  # EPO's running entropy H̄ (starts afresh on resume)
 
     def update(self, collected: Any, samples: list[Any], iteration: int, metrics: dict[str, Any]) -> bool:
