@@ -10,6 +10,12 @@ progress, -1 a loss or forfeit); success is an outcome of 1. In two-player games
 `agent_player` against a fixed opponent (`opponent="random"`: a random move among the bracketed moves
 the game shows the opponent, else a random legal-looking bracket). Each env keeps its own `random`
 state, swapped in around every game call, so seeded episodes repeat even with envs stepping in threads.
+
+`opponent="seats"` plays a two-player game with no built-in opponent: every player is a seat an outside
+policy fills (agentgym/engine/multiagent.py). `num_seats` says how many; every info says whose turn it is
+(`seat`) and the observation is what that seat was told since its own last move; the step that ends the
+game pays each seat its outcome (`seat_rewards`, `seat_success`). Games whose legal moves can be read off
+the board (`legal_moves.py`) list them as `admissible_actions` in this mode.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from typing import Any, Iterator
 
 from agentgym.core import TextEnv, make_info
 from agentgym.envs.textarena.catalog import GAMES
+from agentgym.envs.textarena.legal_moves import legal_moves, lists_moves
 from agentgym.errors import ConfigError, require
 from agentgym.tools import extract_tag
 
@@ -35,10 +42,20 @@ OPPONENT_MOVES_PER_TURN = 20  # rejected moves the random opponent may retry in 
 OPPONENT_MOVE_LIMIT = 1000  # opponent moves in a row before the game counts as stuck
 
 
+OPPONENTS = ("random", "seats")
+
+
 class TextArenaEnv(TextEnv):
     # the game object pickles whole (all 133 games of 0.7.4, checked after reset); its `random` state is ours
     snapshot_fields = ("_ta", "_rng_state", "_opponent_rng", "_opponent_seen", "_done", "_started", "_final",
-                       "task_id")
+                       "task_id", "agent")
+
+    @staticmethod
+    def action_listing(kwargs: dict[str, Any]) -> str | None:
+        """Seats mode lists every legal move of the games in legal_moves.py; otherwise undeclared."""
+        if kwargs.get("opponent") != "seats":
+            return None
+        return "all" if lists_moves(str(kwargs.get("game", ""))) else "none"
 
     def __init__(self, game: str = "TowerOfHanoi-v0", opponent: str = "random", agent_player: int = 0,
                  error_allowance: int | None = None):
@@ -49,8 +66,14 @@ class TextArenaEnv(TextEnv):
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"TextArena game {game!r} is not one agentgym plays.{hint} See agentgym list TextArena")
         self.game, self.players = game, GAMES[game].players
-        if opponent != "random":
-            raise ConfigError(f"opponent must be 'random', got {opponent!r}")
+        if opponent not in OPPONENTS:
+            raise ConfigError(f"opponent must be one of {', '.join(OPPONENTS)}, got {opponent!r}")
+        if opponent == "seats" and self.players < 2:
+            raise ConfigError(f"opponent='seats' fills the players of a two-player game, and {game} has one player: "
+                              "leave opponent out (a single-player game needs no seats)")
+        self.seats_mode = opponent == "seats"
+        # seats mode: every player is a seat an outside policy fills (agentgym/engine/multiagent.py)
+        self.num_seats: int | None = self.players if self.seats_mode else None
         if agent_player not in range(self.players):
             raise ConfigError(f"agent_player must be in 0..{self.players - 1} for {game}, got {agent_player}")
         if error_allowance is not None and error_allowance < 0:
@@ -109,6 +132,10 @@ class TextArenaEnv(TextEnv):
         self._opponent_rng = random.Random(game_seed + 1)
         self._opponent_seen, self._done, self._started, self._final = [], False, True, None
         self.task_id = f"textarena/{self.game}/{game_seed}"
+        if self.seats_mode:
+            self.agent = self._state().current_player_id
+            obs = self._agent_messages() or "The game has started. Make your move."
+            return self._finish(obs, self._seat_info(make_info(task_id=self.task_id)))
         self._play_opponent()
         obs = self._agent_messages() or "The game has started. Make your move."
         return self._finish(obs, make_info(task_id=self.task_id))
@@ -133,8 +160,43 @@ class TextArenaEnv(TextEnv):
         if error is not None:
             return self._result(error, valid=False)
         valid = not self._agent_erred()
+        if self.seats_mode:
+            return self._seat_result(valid)
         self._play_opponent()
         return self._result(self._agent_messages() or "Move accepted.", valid=valid)
+
+    # ------------------------------------------------------------------ seats mode
+    def _seat_result(self, valid: bool):
+        """The acting seat's move is in: the observation and info are the next seat's (its turn now); the step
+        that ends the game pays every seat its outcome."""
+        acting = self.agent
+        rewards: dict[int, float] = {}
+        if self._done:
+            outcome = self._state().rewards or {}
+            rewards = {seat: _outcome(outcome.get(seat, 0.0)) for seat in range(self.players)}
+            self._final = rewards[acting]
+            obs = self._agent_messages() or "The game is over."
+            for seat in range(self.players):  # every seat's last messages (the result) are said once, here
+                if seat != acting:
+                    self.agent = seat
+                    self._agent_messages()
+            self.agent = acting
+        else:
+            self.agent = self._state().current_player_id
+            obs = self._agent_messages() or "Your move."
+        info = make_info(success=rewards.get(acting, 0.0) >= 1.0, valid_action=valid, task_id=self.task_id,
+                         reward_components={"outcome": rewards[acting]} if rewards else {})
+        info["seat_rewards"] = rewards
+        info["seat_success"] = {seat: r >= 1.0 for seat, r in rewards.items()}
+        obs, info = self._finish(obs, self._seat_info(info))
+        return obs, rewards.get(acting, 0.0), self._done, False, info
+
+    def _seat_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Whose turn it is (None once the game is over) and, where the game's moves can be listed, its moves."""
+        info["seat"] = None if self._done else int(self.agent)
+        if not self._done and lists_moves(self.game):
+            info["admissible_actions"] = legal_moves(self.game, self._state().game_state)
+        return info
 
     def _game_step(self, move: str) -> str | None:
         """One move into the game; a game that raises on odd input answers with the error instead."""
@@ -210,6 +272,8 @@ class TextArenaEnv(TextEnv):
             components["outcome"] = self._final
         success = self._final is not None and self._final >= 1.0
         info = make_info(success=success, valid_action=valid, reward_components=components, task_id=self.task_id)
+        if self.seats_mode:  # a move the game could not take: the same seat moves again
+            info = {**self._seat_info(info), "seat_rewards": {}, "seat_success": {}}
         obs, info = self._finish(obs, info)
         return obs, float(sum(components.values())), self._done, False, info
 
