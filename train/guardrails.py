@@ -9,6 +9,11 @@ None; the trainer logs every guard's figure as `guard/<name>` and, per `train.gu
                  temperature, before the update. The engine and the trainer then hold the same weights,
                  so the gap is numerical noise (fp32 vLLM on CPU: ~2e-5; bf16 engines: ~1e-2); well
                  above it, the engine is not running the trained weights (no push, an adapter not applied).
+                 Where the starting policy's log-probs are at hand (the KL reference, algorithm.regularisers.kl_coef
+                 > 0) it also reads the sampler's distance from the START (logprob_diff_start) beside the learner's
+                 (policy_drift): a sampler still at the start while the learner moved (a weight push or a LoRA
+                 adapter that never lands) fires once policy_drift reaches min_policy_drift, below the gap limit
+                 and whatever the engine's precision noise (`start_distances`, the `stuck_at_start` rule).
   no_signal      the share of action tokens with a zero advantage: 1.0 means every group's rewards were
                  equal and the update changes nothing (logged beside it: the share of groups with equal
                  returns, of turns with zero advantage, and the effective batch).
@@ -60,6 +65,12 @@ class GuardrailsSection:
     """The rollout engine's log-probs of the sampled tokens against the trainer's, before the update."""
     max_logprob_gap: float = 0.05
     """stale_weights fires above this mean |log-prob gap| per action token (nats); fp32 engines stay ~1e-4."""
+    min_policy_drift: float = 0.01
+    """stale_weights also fires once the learner's mean |log p - log p_start| per action token reaches this (nats)
+    while the sampler's stays below max_start_share of it: the engine still samples from the starting weights.
+    Read only where the starting policy's log-probs exist (the KL reference: algorithm.regularisers.kl_coef > 0)."""
+    max_start_share: float = 0.1
+    """A sampler whose distance from the start is below this share of the learner's counts as stuck at the start."""
     no_signal: Literal["stop", "warn", "off"] = "warn"
     """Every action token's advantage is zero: the update cannot change the policy."""
     max_zero_advantage_share: float = 1.0
@@ -105,6 +116,10 @@ class GuardrailsSection:
 
     def __post_init__(self) -> None:
         _require(self.max_logprob_gap > 0, "train.guardrails.max_logprob_gap must be > 0")
+        _require(self.min_policy_drift > 0, f"train.guardrails.min_policy_drift must be > 0 (nats per action token), "
+                                            f"got {self.min_policy_drift}")
+        _require(0 < self.max_start_share < 1, f"train.guardrails.max_start_share must be in (0, 1), got "
+                                               f"{self.max_start_share}")
         _require(0 < self.max_zero_advantage_share <= 1, "train.guardrails.max_zero_advantage_share must be in (0, 1]")
         shares = ("max_token_drift", "min_entropy_ratio", "min_response_length_ratio", "max_identical_group_share",
                   "collapse_success_ceiling", "max_tool_error_share")
@@ -141,6 +156,51 @@ def stale_weights(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
         f"(limit {section.max_logprob_gap}): it is not generating with the trained weights. Check that weights "
         "(or the LoRA adapter) reach the engine after each update; for a bf16 engine raise "
         "train.guardrails.max_logprob_gap"))
+
+
+def stuck_at_start(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
+    """The sampler's log-probs still equal the starting policy's while the learner's moved away from it."""
+    start, drift = metrics.get("logprob_diff_start"), metrics.get("policy_drift")
+    if start is None or drift is None or drift < section.min_policy_drift or start >= section.max_start_share * drift:
+        return None
+    return Alarm("stale_weights", float(drift), (
+        f"the rollout engine still samples from the STARTING weights: its log-probs are {start:.3g} nats per token from "
+        f"the starting policy's while the trainer's moved {drift:.3g} away (limit: below {section.max_start_share:g} of "
+        f"the trainer's once it moved {section.min_policy_drift:g}). The trained weights (or the LoRA adapter) never "
+        "reach the engine: check the weight push (train.push_weights, the engine's update_weights/update_adapter)"))
+
+
+def start_distances(samples: Sequence[Any], old_logprobs: Sequence[Any], start_logprobs: Sequence[Any] | None,
+                    moved: Sequence[Any] | None = None) -> dict[str, float]:
+    """stuck_at_start's figures over the action tokens (only the `moved` positions when given: async turns of
+    weights published after an update): the sampler's mean |log p - log p_start| (logprob_diff_start) and the
+    trainer's (policy_drift), before the update. {} without the starting policy's log-probs or tokens."""
+    import numpy as np
+
+    if start_logprobs is None:
+        return {}
+    sampler, trainer = [], []
+    for i, s in enumerate(samples):
+        m = s.mask[1:] if moved is None else s.mask[1:] & moved[i]
+        start = np.asarray(start_logprobs[i])[m]
+        sampler.append(np.abs(s.rollout_logprobs[1:][m] - start))
+        trainer.append(np.abs(np.asarray(old_logprobs[i])[m] - start))
+    a, b = (np.concatenate(x) if x else np.zeros(0) for x in (sampler, trainer))
+    ok = np.isfinite(a) & np.isfinite(b)  # a sampler may not report some log-probs (NaN)
+    if not ok.any():
+        return {}
+    return {"logprob_diff_start": float(a[ok].mean()), "policy_drift": float(b[ok].mean())}
+
+
+def moved_tokens(batch: Sequence[Any], samples: Sequence[Any], async_run: bool) -> list[Any] | None:
+    """Async: per sample, the action positions sampled by weights published after an update (version >= 1), the
+    only ones that must be away from the start; None (every position) in a synchronous run."""
+    import numpy as np
+
+    if not async_run:
+        return None
+    versions = np.array([t.policy_version for tr in batch for t in tr.turns], dtype=np.int64)  # [turn rows]
+    return [versions[np.maximum(s.row[1:], 0)] >= 1 for s in samples]
 
 
 def rollout_lag(metrics: dict[str, Any], section: Any) -> Optional[Alarm]:
@@ -279,6 +339,7 @@ def drop_mixed_groups(trajectories: Sequence[Any]) -> tuple[list[Any], int]:
 
 GUARDS: dict[str, Callable[[dict[str, Any], Any], Optional[Alarm]]] = {
     "infra_failures": infra_failures,  # first: a broken env or engine explains the other guards' figures
+    "stuck_at_start": stuck_at_start,  # before stale_weights: the same fault, with its cause named
     "stale_weights": stale_weights,
     "rollout_lag": rollout_lag,
     "no_signal": no_signal,
@@ -291,7 +352,7 @@ GUARDS: dict[str, Callable[[dict[str, Any], Any], Optional[Alarm]]] = {
 }
 
 
-SETTING = {"rollout_lag": "stale_weights"}
+SETTING = {"rollout_lag": "stale_weights", "stuck_at_start": "stale_weights"}
 """A guard read under another guard's train.guardrails setting (the same fault, seen another way)."""
 
 BEFORE_UPDATE = ("infra_failures", "rollout_lag", "not_one_task", "token_drift", "reward_sanity", "unparsed_tool_calls", "tool_errors")
