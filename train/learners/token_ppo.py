@@ -9,6 +9,7 @@ import numpy as np
 from agentgym.engine.rollout import next_prompt_ids
 from agentgym.train.estimators.advantages import last_rows
 from agentgym.train.estimators.targets import build_targets, shape_rewards, with_epo
+from agentgym.train.guardrails import moved_tokens, start_distances
 from agentgym.train.health import signal_figures
 from agentgym.train.learners.base import Learner, LearnerContext, UpdateSections, batch_stats, fresh_tokens
 from agentgym.train.updaters.losses import running_entropy
@@ -45,6 +46,8 @@ class TokenPPO(Learner):
         metrics.update(stats.as_metrics())
         metrics.update(batch_stats(samples, scored, targets, a.loss.tis_cap,
                                    fresh_tokens(batch, samples, collected.fresh_version)))
+        metrics.update(start_distances(samples, scored.old_logprobs, scored.ref_logprobs,  # stale_weights' start
+                                       moved_tokens(batch, samples, collected.fresh_version is not None)))
         masks = [s.mask[1:] for s in samples]  # the no_signal guard's finer figures
         metrics.update(signal_figures(batch, [s.row[1:][m] for s, m in zip(samples, masks)],
                                       [adv[m] for adv, m in zip(targets.advantages, masks)]))
