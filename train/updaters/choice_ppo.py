@@ -44,12 +44,13 @@ def choice_sequences(trajectories: Sequence[Trajectory], layout: str, use_labels
                      ) -> list[ChoiceSequence]:
     """Each turn that chose among given actions (its `Turn.choice`), with the candidates and the index the
     loss takes: the candidate the turn sent, or with `use_labels` the choice's label (an expert's, which a
-    noisy demonstration may not have played). Turns without a choice (free generation) are skipped."""
+    noisy demonstration may not have played). Turns without a choice (free generation) are skipped, and so are
+    a branch's copies of its trunk's turns (`Trajectory.shared_prefix`: trained once, in the trunk)."""
     out, row = [], 0
     for episode, traj in enumerate(trajectories):
         turns = [(turn, ChoiceTurn(row + turn.index, len(turn.prompt_ids), turn.choice.candidates,
                                    turn.choice.target if use_labels else turn.choice.pick, episode))
-                 for turn in traj.turns if turn.choice is not None]
+                 for turn in traj.turns if turn.choice is not None and turn.index >= traj.shared_prefix]
         row += len(traj.turns)
         if turns and layout == "trajectory":  # one pass over the last prompt covers every turn's prompt
             out.append(ChoiceSequence(tuple(traj.turns[-1].prompt_ids), tuple(c for _, c in turns)))
