@@ -67,5 +67,5 @@ def test_refusals():
         branch_rollout(HOUSEHOLD, RandomPolicy(seed=0), None, [0], config=RolloutConfig(executor="process"))
     with pytest.raises(ConfigError, match="not fold"):
         branch_rollout(HOUSEHOLD, RandomPolicy(seed=0), None, [0], config=RolloutConfig(layout="fold"))
-    with pytest.raises(ConfigError, match="G must be"):
-        BranchConfig(G=0)
+    with pytest.raises(ConfigError, match="G and branch.points must be"):
+        BranchConfig(turns=(1,), G=0)

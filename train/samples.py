@@ -7,6 +7,10 @@ each like a trajectory sample, so a fold's summary turn is trained in the segmen
 response tokens are trained on (the mask), so
 observation and template tokens never enter a loss. Rows index the `TurnTable` built from the same
 trajectories (`TurnTable.from_trajectories`: row = running turn count).
+
+A branch's copies of its trunk's turns (`Trajectory.shared_prefix`, agentgym/engine/branching.py) are trained
+once, in the trunk: in a branch's sample they are context (row -1, like an observation), and the step layout
+makes no sample of them.
 """
 from __future__ import annotations
 
@@ -43,10 +47,10 @@ def build_samples(trajectories: Sequence[Trajectory], layout: str) -> list[Sampl
     samples: list[Sample] = []
     for traj, offset in zip(trajectories, _row_offsets(trajectories)):
         turns = [t for t in traj.turns if t.response_ids]
-        if not turns:
+        if not turns or all(t.index < traj.shared_prefix for t in turns):
             continue
         if layout == "step":
-            for t in turns:
+            for t in (t for t in turns if t.index >= traj.shared_prefix):
                 ids = np.asarray(t.prompt_ids + t.response_ids, dtype=np.int64)
                 row = np.full(len(ids), -1, dtype=np.int64)
                 row[len(t.prompt_ids):] = offset + t.index
@@ -78,8 +82,9 @@ def _trajectory_sample(traj: Trajectory, turns: list, offset: int) -> Sample:
                 f"trajectory {traj.env_id} seed {traj.seed} sample {traj.sample_index}: turn {t.index}'s prompt + "
                 "response is not a prefix of the final sequence; the rollout re-tokenized something "
                 "(use the trajectory layout of agentgym.engine.rollout, or train with rollout.layout=step)")
-        row[start:start + n] = offset + t.index
-        lp[start:start + n] = _logprob_array(t, n)
+        if t.index >= traj.shared_prefix:  # a branch's copied turns stay context: trained in the trunk
+            row[start:start + n] = offset + t.index
+            lp[start:start + n] = _logprob_array(t, n)
     return Sample(ids, row, lp)
 
 

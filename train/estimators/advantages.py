@@ -11,6 +11,11 @@ Conventions (written down once, tested in tests/train/test_advantages.py):
 - `eps` is added to the std: A = (x - mean) / (std + eps).
 - `invalid_penalty` p subtracts p from the reward of every turn whose action was invalid, before any
   return is computed (so it lowers the episode return and the step returns alike).
+- `TurnTable.shared` rows (a branch's copies of its trunk's turns, agentgym/engine/branching.py) are trained
+  and counted once, in the trunk: they get advantage exactly 0 and enter no mean, std or group size; they
+  still count in returns (a branch's return is its whole episode's, and its discounted return from a branch
+  turn on reads later turns only), so each trained row's advantage is what the same episodes played out
+  by hand without the copies would give it.
 """
 from __future__ import annotations
 
@@ -29,14 +34,20 @@ EpisodeStats = Literal["trajectory", "turn"]
 # building blocks
 # ---------------------------------------------------------------------------------------------
 
-def group_normalize(x: np.ndarray, key: np.ndarray, mode: Mode = "mean_std", eps: float = 1e-6) -> np.ndarray:
+def group_normalize(x: np.ndarray, key: np.ndarray, mode: Mode = "mean_std", eps: float = 1e-6,
+                    keep: np.ndarray | None = None) -> np.ndarray:
     """(x - mean_g) / (std_g + eps) within groups of equal `key` (or x - mean_g when mode="mean").
 
     Groups of one and groups of equal values give exactly 0 (the mean is taken as the group's
-    minimum there, so the subtraction is exact, not float noise).
+    minimum there, so the subtraction is exact, not float noise). With `keep` (a row mask), only kept
+    rows enter the statistics and the rest get exactly 0.
     """
     if mode not in ("mean_std", "mean"):
         raise ValueError(f"mode must be 'mean_std' or 'mean', got {mode!r}")
+    if keep is not None and not np.all(keep):
+        out = np.zeros(len(x))                                                # [n]
+        out[keep] = group_normalize(np.asarray(x)[keep], np.asarray(key)[keep], mode, eps)
+        return out
     x = np.asarray(x, dtype=np.float64)
     n = len(x)
     if n == 0:
@@ -71,6 +82,11 @@ def scale_negatives(advantages: np.ndarray, scale: float) -> np.ndarray:
     the successes', so pushing their actions down (toward every other action) can outweigh the pull toward
     what worked."""
     return advantages if scale == 1.0 else np.where(advantages < 0, advantages * scale, advantages)
+
+
+def trained(table: TurnTable) -> np.ndarray:
+    """[n] rows an estimator trains and counts: all but a branch's copies of its trunk's turns."""
+    return np.ones(len(table), dtype=bool) if table.shared is None else ~table.shared
 
 
 def _sorted_table(table: TurnTable) -> np.ndarray | None:
@@ -149,7 +165,8 @@ def _on_sorted(table: TurnTable, fn, *cols: np.ndarray) -> np.ndarray:
         return fn(table, *cols)
     sub = TurnTable(table.group[perm], table.traj[perm], table.turn[perm], table.anchor[perm],
                     table.reward[perm], table.valid[perm],
-                    None if table.terminated is None else table.terminated[perm])
+                    None if table.terminated is None else table.terminated[perm],
+                    None if table.shared is None else table.shared[perm])
     out = np.empty(len(table))
     out[perm] = fn(sub, *(np.asarray(c)[perm] for c in cols))
     return out
@@ -185,23 +202,25 @@ def grpo(table: TurnTable, mode: Mode = "mean_std", eps: float = 1e-6, invalid_p
     (a trajectory of 5 turns counts 5 times), as trainers that flatten turns into samples do.
     """
     inverse, returns = episode_returns(table, invalid_penalty)  # [turn rows] -> trajectory index; [trajectories] R_i
-    if episode_stats == "turn":
-        return group_normalize(returns[inverse], table.group, mode, eps)
+    keep = trained(table)                                        # [turn rows] not a branch's copied turn
+    if episode_stats == "turn":                                  # each trained turn weighs once
+        return group_normalize(returns[inverse], table.group, mode, eps, keep)
     if episode_stats != "trajectory":
         raise ValueError(f"episode_stats must be 'trajectory' or 'turn', got {episode_stats!r}")
     groups = _traj_groups(table, inverse, len(returns))          # [trajectories] group of each
-    return group_normalize(returns, groups, mode, eps)[inverse]  # [turn rows]: A_i on every turn of i
+    # [turn rows]: A_i on every trained turn of i (a branch always has trained turns: it weighs once too)
+    return np.where(keep, group_normalize(returns, groups, mode, eps)[inverse], 0.0)
 
 
 def rloo(table: TurnTable, invalid_penalty: float = 0.0) -> np.ndarray:
     """RLOO: A_i = R_i - (1/(G-1)) Σ_{j≠i} R_j = G/(G-1) · (R_i - mean_g R); a group of one gets 0."""
     inverse, returns = episode_returns(table, invalid_penalty)
     groups = _traj_groups(table, inverse, len(returns))
-    centred = group_normalize(returns, groups, "mean")
+    centred = group_normalize(returns, groups, "mean")                        # [trajectories]
     _, g_inv, g_counts = np.unique(groups, return_inverse=True, return_counts=True)
-    counts = g_counts[g_inv]
+    counts = g_counts[g_inv]                                                  # [trajectories] G of each's group
     scale = np.where(counts > 1, counts / np.maximum(counts - 1, 1), 0.0)
-    return (centred * scale)[inverse]
+    return np.where(trained(table), (centred * scale)[inverse], 0.0)          # [turn rows]
 
 
 def reinforce_pp(table: TurnTable, gamma: float = 1.0, baseline: Literal["group", "none"] = "group",
@@ -225,7 +244,8 @@ def reinforce_pp(table: TurnTable, gamma: float = 1.0, baseline: Literal["group"
         x = rtg
     else:
         raise ValueError(f"baseline must be 'group' or 'none', got {baseline!r}")
-    return group_normalize(x, np.zeros(len(x), dtype=np.int64), "mean_std", eps)
+    # [turn rows] whitened over the batch's trained turns
+    return group_normalize(x, np.zeros(len(x), dtype=np.int64), "mean_std", eps, trained(table))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,10 +291,10 @@ def gigpo_parts(table: TurnTable, gamma: float = 0.95, mode: Mode = "mean_std", 
     never cross tasks because the key is (group, anchor). `anchors` replaces `table.anchor`
     (e.g. `similar_anchor_codes(...)`).
     """
-    a_episode = grpo(table, mode, eps, invalid_penalty, episode_stats)
-    step_returns = discounted_returns(table, gamma, invalid_penalty)
-    key = _combine(table.group, table.anchor if anchors is None else anchors)
-    return a_episode, group_normalize(step_returns, key, mode, eps)
+    a_episode = grpo(table, mode, eps, invalid_penalty, episode_stats)       # [turn rows]
+    step_returns = discounted_returns(table, gamma, invalid_penalty)          # [turn rows] R_t
+    key = _combine(table.group, table.anchor if anchors is None else anchors)  # [turn rows] step group
+    return a_episode, group_normalize(step_returns, key, mode, eps, trained(table))
 
 
 def gigpo(table: TurnTable, gamma: float = 0.95, w: float = 1.0, mode: Mode = "mean_std", eps: float = 1e-6,
@@ -390,17 +410,19 @@ def hgpo_step(table: TurnTable, history_codes: np.ndarray, gamma: float = 0.95, 
     gets 0. K = 0 is exactly GiGPO's A_step. (Written from the paper's description: verl-agent's
     recipe/hgpo was not reachable here.)
     """
-    history_codes = np.asarray(history_codes, dtype=np.int64).reshape(len(table), -1)
-    returns = discounted_returns(table, gamma, invalid_penalty)
-    key = _combine(table.group, table.anchor if anchors is None else anchors)
+    history_codes = np.asarray(history_codes, dtype=np.int64).reshape(len(table), -1)  # [n, K]
+    returns = discounted_returns(table, gamma, invalid_penalty)                  # [n] R_t
+    key = _combine(table.group, table.anchor if anchors is None else anchors)    # [n] level-0 group
+    keep = trained(table)                                                        # [n] counted rows
     num = np.zeros(len(table))
     den = np.zeros(len(table))
     for k in range(history_codes.shape[1] + 1):
         if k:
             key = _combine(key, history_codes[:, k - 1])
-        _, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
-        w = float(k + 1) ** alpha * (counts[inv] >= 2)
-        num += w * group_normalize(returns, key, mode, eps)
+        _, inv = np.unique(key, return_inverse=True)
+        counts = np.bincount(inv, weights=keep.astype(np.float64))              # [groups] trained rows in each
+        w = float(k + 1) ** alpha * (counts[inv] >= 2) * keep                   # [n]
+        num += w * group_normalize(returns, key, mode, eps, keep)
         den += w
     return np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
 

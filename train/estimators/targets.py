@@ -51,7 +51,7 @@ def shape_rewards(cfg: AlgorithmSection, table: TurnTable, trajectories: Sequenc
     lengths = turn_column(trajectories, lambda k: len(k.response_ids))
     shaping = cfg.shaping
     reward = table.reward - overlong_penalties(lengths, max_tokens, shaping.overlong_buffer, shaping.overlong_penalty)
-    return TurnTable(table.group, table.traj, table.turn, table.anchor, reward, table.valid, table.terminated)
+    return replace(table, reward=reward)  # [n] rows; the terminated and shared columns kept
 
 
 def _reward_penalty(cfg: AlgorithmSection) -> float:
@@ -62,7 +62,7 @@ def _advantage_penalty(cfg: AlgorithmSection, table: TurnTable) -> np.ndarray:
     """Per-turn penalty subtracted from the offending turn's advantage only (invalid_penalty_mode=advantage)."""
     if cfg.shaping.invalid_penalty_mode != "advantage" or not cfg.shaping.invalid_penalty:
         return np.zeros(len(table))
-    return cfg.shaping.invalid_penalty * (~table.valid)
+    return cfg.shaping.invalid_penalty * (~table.valid & A.trained(table))  # [n]: a branch's copies pay it in the trunk
 
 
 def truncated_is_weights(trainer_logprobs: np.ndarray, sampler_logprobs: np.ndarray, mask: np.ndarray,
