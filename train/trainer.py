@@ -35,6 +35,7 @@ from agentgym.train.collectors.base import (Collected, CollectorContext, drop_fa
                                             keep_varied_groups, turn_cap)
 from agentgym.train.config import TrainConfig
 from agentgym.train.guardrails import AFTER_UPDATE, BEFORE_UPDATE
+from agentgym.train.estimators.signal import estimator_signal
 from agentgym.train.health import rollout_health, trends
 from agentgym.train.learners import build_learner
 from agentgym.train.learners.base import LearnerContext, batch_stats  # noqa: F401  (re-exported)
@@ -146,7 +147,8 @@ class Trainer:
             write_rollouts(self.run_dir, it, first)
         metrics: dict[str, Any] = {**rollout_metrics(first), **collected.stats, "max_turns": turn_cap(self.cfg, it) or 0,
                                    "episodes_trained": float(len(collected.batch)), **rollout_health(first),
-                                   **infra_figures(first, collected.stats)}
+                                   **infra_figures(first, collected.stats),
+                                   **estimator_signal(self.cfg.algorithm, collected.batch)}  # training signal
         errors = [t.error for t in first if t.outcome == "error"]
         if errors:  # the infra_failures guard quotes the first cause
             self.guard_details["infra_failures"] = "the first error: " + (str(errors[0]).strip().splitlines() or [""])[0][:300]
