@@ -28,6 +28,8 @@ from agentgym.train.config_loader import (PRESET_DIR, build, options_dict, read_
                                           resolve_preset, with_overrides)
 from agentgym.train.collectors.async_collector import check_async, refuse_async_options
 from agentgym.train.collectors.lookahead import check_lookahead
+from agentgym.train.selfplay.config import SelfPlaySection, check_selfplay
+from agentgym.train.collectors.branching import BranchingSection, check_branching
 
 
 
@@ -121,6 +123,9 @@ class RolloutSection(RolloutConfig):
     tool_format: str = "auto"
     """How the policy writes tool calls and the env parses them: auto (the tokenizer's chat template decides),
     or a format of agentgym.toolcall_formats (hermes, llama3, mistral, qwen3_coder, deepseek_v3, harmony, ...)."""
+    branching: BranchingSection = field(default_factory=BranchingSection)
+    """Grow branches from env snapshots of the batch's plays and train on them too: where (turns, shares, a rule),
+    how many, from every group or only the all-success / all-failure ones (train/collectors/branching.py)."""
     group_rewards: tuple[dict[str, Any], ...] = ()
     """Scorers of each task's G rollouts together, added to the last turn as their own components (RULER-style
     judging), e.g. [{name: ruler, fn: group_judge, weight: 1.0, kwargs: {model: "openai:http://HOST:PORT"}}]."""
@@ -294,6 +299,8 @@ class TrainConfig:
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
     sft: SFTSection = field(default_factory=SFTSection)
     """Behaviour cloning before RL (train/sft/config.py)."""
+    selfplay: SelfPlaySection = field(default_factory=SelfPlaySection)
+    """Self-play and a league on a multi-agent env (train/selfplay/config.py)."""
 
     def __post_init__(self) -> None:
         a, m, r = self.algorithm, self.model, self.rollout
@@ -340,6 +347,10 @@ class TrainConfig:
             check_async(self, updater_for(self).name)
         if r.lookahead:
             check_lookahead(self)
+        if self.selfplay.enabled:
+            check_selfplay(self)
+        if r.branching.mode != "off":
+            check_branching(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The options as a nested dict (what `load_config` reads back); derived fields left out."""
