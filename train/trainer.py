@@ -31,8 +31,8 @@ from agentgym.train import distributed as D
 from agentgym.train import eval_records, merge
 from agentgym.train.checkpoint import seed_everything
 from agentgym.train.collectors import build_collector, collector_name
-from agentgym.train.collectors.base import (Collected, CollectorContext, drop_failed,  # noqa: F401  (re-exported)
-                                            keep_varied_groups, turn_cap)
+from agentgym.train.collectors.base import (Collected, CollectorContext, PlaySections,  # noqa: F401  (re-exported)
+                                            drop_failed, keep_varied_groups, turn_cap)
 from agentgym.train.config import TrainConfig
 from agentgym.train.guardrails import AFTER_UPDATE, BEFORE_UPDATE
 from agentgym.train.estimators.signal import estimator_signal
@@ -104,7 +104,7 @@ class Trainer:
         rollout_copy = None
         if not self._separate_policy():  # async: the HF policy generates with its own copy while the trainer updates
             rollout_copy = lambda: make_policy(self.cfg, copy.deepcopy(self.model), self.tokenizer)  # noqa: E731
-        return CollectorContext(self.cfg, self.env_id, self.chat, lambda: self.policy, self.reward_range,
+        return CollectorContext(PlaySections.of(self.cfg), self.env_id, self.chat, lambda: self.policy, self.reward_range,
                                 self.group_rewards, self.iteration, self.dist, self.is_main, rollout_copy)
 
     @property

@@ -1,5 +1,6 @@
-"""What every collector shares: the batch it hands the learner (`Collected`), the trainer's parts it plays with
-(`CollectorContext`), the `Collector` base class, and the pure filters of a played batch."""
+"""What every collector shares: the batch it hands the learner (`Collected`), the config sections it reads
+(`PlaySections`), the trainer's parts it plays with (`CollectorContext`), the `Collector` base class, and the
+pure filters of a played batch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,13 +27,28 @@ class Collected:
     fresh_version: int | None = None     # async: turns of this policy version are the current weights'
 
 
+@dataclass(frozen=True)
+class PlaySections:
+    """What of the training config a collector reads, and nothing else of it: `rollout` (env, groups, sampling,
+    seeds, lookahead), `train` (the seed, the async options) and `algorithm` (dynamic sampling, the turn-cap
+    schedule, HGPO's history depth). A collector reads them as `self.cfg.rollout`, ... as it would the config."""
+
+    rollout: Any
+    train: Any
+    algorithm: Any
+
+    @classmethod
+    def of(cls, config: Any) -> PlaySections:
+        return cls(config.rollout, config.train, config.algorithm)
+
+
 @dataclass
 class CollectorContext:
-    """The trainer's parts a collector plays with. `policy()` is read at each call (a benchmark may wrap the
-    trainer's policy between iterations); `make_rollout_policy()` builds a second copy that generates while
-    the trainer updates (async with an HF policy)."""
+    """The trainer's parts a collector plays with, and its sections. `policy()` is read at each call (a
+    benchmark may wrap the trainer's policy between iterations); `make_rollout_policy()` builds a second copy
+    that generates while the trainer updates (async with an HF policy)."""
 
-    config: Any                      # TrainConfig
+    config: PlaySections
     env_id: str
     chat: Any
     policy: Callable[[], Any]
