@@ -1,11 +1,15 @@
 """rollout.lookahead: rollout.groups tasks played once greedily, then rollout.lookahead alternatives at each
-failed play's chosen turns (agentgym/engine/lookahead.py); the learner trains the looked-ahead turns' choices."""
+failed play's chosen turns (agentgym/engine/lookahead.py); the learner trains the looked-ahead turns' choices.
+An episode an infrastructure failure ended (outcome "error") trains nothing, as in every collector
+(`drop_failed`): a failed trunk leaves the batch, a failed play-out leaves its decision, and a decision left
+with no alternative is dropped (a decision is the lookahead's group)."""
 from __future__ import annotations
 
 import random
-from typing import Any
+from dataclasses import replace
+from typing import Any, Sequence
 
-from agentgym.train.collectors.base import refuse_unless, Collected, Collector, turn_cap
+from agentgym.train.collectors.base import refuse_unless, Collected, Collector, drop_failed, turn_cap
 
 
 class LookaheadCollector(Collector):
@@ -24,7 +28,26 @@ class LookaheadCollector(Collector):
                                 rng=random.Random(self.cfg.train.seed * 1_000_003 + iteration),
                                 env_kwargs=dict(r.env_kwargs) or None, start_group_id=seeds[0],
                                 reset_options={"split": "train"})
-        return Collected(got.trunks + got.branches, got.trunks, ctx.sanity(got.trunks), got.decisions)
+        trunks, decisions, failed = drop_failed_plays(got.trunks, got.decisions)
+        plays = [p for d in decisions for p in d.plays[1:]]
+        return Collected(trunks + plays, got.trunks, {**ctx.sanity(got.trunks), **failed}, decisions)
+
+
+def drop_failed_plays(trunks: Sequence[Any], decisions: Sequence[Any]) -> tuple[list[Any], list[Any], dict[str, float]]:
+    """The trunks and decisions (agentgym.engine.lookahead.Decision) without the episodes an infrastructure failure
+    ended: (trunks kept, decisions kept, counts as drop_failed's: failed trunks and play-outs; decisions dropped)."""
+    kept_trunks, trunk_counts = drop_failed(trunks, 1)
+    kept, failed_plays, dropped = [], 0, 0
+    for d in decisions:
+        ok = [m for m in range(1, len(d.plays)) if d.plays[m].outcome != "error"]
+        failed_plays += len(d.plays) - 1 - len(ok)
+        if d.trunk.outcome == "error" or not ok:  # nothing left to compare the greedy action with
+            dropped += 1
+            continue
+        kept.append(replace(d, picks=(d.picks[0], *(d.picks[m] for m in ok)),
+                            plays=(d.plays[0], *(d.plays[m] for m in ok))))
+    return kept_trunks, kept, {"failed_dropped": trunk_counts["failed_dropped"] + failed_plays,
+                               "groups_dropped_after_failures": float(dropped)}
 
 
 def check_lookahead(cfg: Any) -> None:
