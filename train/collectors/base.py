@@ -36,10 +36,11 @@ class PlaySections:
     rollout: Any
     train: Any
     algorithm: Any
+    selfplay: Any = None  # the selfplay collector's section (train/selfplay/config.py)
 
     @classmethod
     def of(cls, config: Any) -> PlaySections:
-        return cls(config.rollout, config.train, config.algorithm)
+        return cls(config.rollout, config.train, config.algorithm, getattr(config, "selfplay", None))
 
 
 @dataclass
