@@ -28,6 +28,7 @@ from agentgym.train.config_loader import (PRESET_DIR, build, options_dict, read_
                                           resolve_preset, with_overrides)
 from agentgym.train.collectors.async_collector import check_async, refuse_async_options
 from agentgym.train.collectors.lookahead import check_lookahead
+from agentgym.train.selfplay.config import SelfPlaySection, check_selfplay
 from agentgym.train.collectors.branching import BranchingSection, check_branching
 
 
@@ -298,6 +299,8 @@ class TrainConfig:
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
     sft: SFTSection = field(default_factory=SFTSection)
     """Behaviour cloning before RL (train/sft/config.py)."""
+    selfplay: SelfPlaySection = field(default_factory=SelfPlaySection)
+    """Self-play and a league on a multi-agent env (train/selfplay/config.py)."""
 
     def __post_init__(self) -> None:
         a, m, r = self.algorithm, self.model, self.rollout
@@ -344,6 +347,8 @@ class TrainConfig:
             check_async(self, updater_for(self).name)
         if r.lookahead:
             check_lookahead(self)
+        if self.selfplay.enabled:
+            check_selfplay(self)
         if r.branching.mode != "off":
             check_branching(self)
 
