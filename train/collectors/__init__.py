@@ -9,6 +9,8 @@ One collector is chosen once from the config (`collector_name`) and built by the
                trainer updates on finished groups (train/collectors/async_collector.py, train/async_rl.py)
   - lookahead  rollout.lookahead: greedy plays, then play-outs of other actions at chosen turns
                (train/collectors/lookahead.py)
+  - selfplay   selfplay.enabled: matches on a multi-agent env, the learner in one or every seat, opponents
+               from the league (train/collectors/selfplay.py, train/selfplay/)
   - branching  rollout.branching: the sync batch, then branches grown from env snapshots of some of its
                plays (train/collectors/branching.py)
 Each is a class with its own state (`state_dict`: what a checkpoint keeps of it). Adding one is its file, one
@@ -41,6 +43,8 @@ def collector_class(name: str) -> type:
 
 def collector_name(config: Any, distributed: bool) -> str:
     """The collector that plays `config`'s batches (a TrainConfig); `distributed`: more than one rank."""
+    if getattr(getattr(config, "selfplay", None), "enabled", False):  # a config without the section: not self-play
+        return "selfplay"
     if config.rollout.lookahead:
         return "lookahead"
     if config.rollout.branching.mode != "off":
@@ -60,5 +64,6 @@ register_collector("sync", _P + "sync:SyncCollector")
 register_collector("broadcast", _P + "sync:BroadcastCollector")
 register_collector("async", _P + "async_collector:AsyncCollector")
 register_collector("lookahead", _P + "lookahead:LookaheadCollector")
+register_collector("selfplay", _P + "selfplay:SelfPlayCollector")
 register_collector("branching", _P + "branching:BranchingCollector")
 register_collector("gateway", "agentgym.train.gateway.training:GatewayTrainCollector")  # an outside harness's sessions
