@@ -22,28 +22,32 @@ _WORD = re.compile(r"[a-z0-9'-]+")
 _DIRECTIONS = ("north", "south", "east", "west")
 _OPPOSITE = {"north": "south", "south": "north", "east": "west", "west": "east"}
 # the words a step's sentence uses for each command verb
+# (TextWorld's grammar, textworld/generator/data/text_grammars/house_instruction.twg: put_syn "sit", insert_syn
+# "deposit", drop_syn "ditch/throw/toss")
 _VERBS = {"go": ("go", "move", "head", "travel", "walk", "venture", "attempt", "try"),
           "take": ("take", "pick", "pick-up", "retrieve", "grab", "get", "recover", "lift"),
-          "insert": ("insert", "put", "place", "drop", "rest", "stow", "set"),
-          "put": ("put", "place", "rest", "set", "drop", "stow", "insert"),
+          "insert": ("insert", "inserted", "put", "place", "placed", "deposit", "deposited", "drop", "rest", "stow",
+                     "set"),
+          "put": ("put", "place", "placed", "sit", "rest", "set", "drop", "stow", "insert"),
           "unlock": ("unlock", "unlocked", "unlocking"),
           "lock": ("lock", "locked"),
           "open": ("open", "opened", "opening"),
           "close": ("close", "closed", "shut"),
-          "eat": ("eat", "consume"),
-          "drop": ("drop", "discard", "put", "place")}
+          "eat": ("eat", "eaten", "consume"),
+          "drop": ("drop", "discard", "ditch", "throw", "toss", "deposit", "put", "place")}
 _GLUE = {"from", "into", "on", "with", "in", "the", "a", "an"}
 _KEYS = ("key", "keycard", "passkey", "latchkey")
 
 
 def words(text: str) -> set[str]:
-    return set(_WORD.findall(text.lower()))
+    """Lowercase words, possessives cut ("the chest's lock" names the chest)."""
+    return {w.removesuffix("'s") for w in _WORD.findall(text.lower())}
 
 
 def split_steps(objective: str) -> list[str]:
     """The objective's sentences after its greeting, each one step (sentences without a verb are dropped)."""
     sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", objective) if s.strip()]
-    verbs = {v for vs in _VERBS.values() for v in vs if v not in ("try", "attempt", "set", "rest")}
+    verbs = {v for vs in _VERBS.values() for v in vs if v not in ("try", "attempt", "set")}  # "rest the X on Y" is a step
     return [s for s in sentences if words(s) & verbs or words(s) & set(_DIRECTIONS)]
 
 
@@ -57,7 +61,7 @@ def carries_out(command: str, step: str) -> bool:
     nouns = rest
     if verb in ("unlock", "lock") and "with" in rest:
         nouns = rest[: rest.index("with")]
-    content = {w for w in nouns if w not in _GLUE}
+    content = words(" ".join(nouns)) - _GLUE
     return bool(content) and content <= said
 
 
