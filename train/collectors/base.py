@@ -37,10 +37,12 @@ class PlaySections:
     train: Any
     algorithm: Any
     selfplay: Any = None  # the selfplay collector's section (train/selfplay/config.py)
+    gateway: Any = None   # the gateway collector's section, where the config has one
 
     @classmethod
     def of(cls, config: Any) -> PlaySections:
-        return cls(config.rollout, config.train, config.algorithm, getattr(config, "selfplay", None))
+        return cls(config.rollout, config.train, config.algorithm, getattr(config, "selfplay", None),
+                   getattr(config, "gateway", None))
 
 
 @dataclass
