@@ -125,6 +125,48 @@ def test_no_import_cycles_even_through_imports_inside_functions():
     assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+def train_ties(root: Path) -> dict[tuple[str, str], str]:
+    """The arrows between train/'s own files and folders (a folder is one node: `sft`, `collectors`, ...), each
+    with the first import that draws it: (from, to) -> "path:line"."""
+    def node(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if parts[:2] == ["agentgym", "train"] and len(parts) > 2 else None
+
+    ties: dict[tuple[str, str], str] = {}
+    for path in sorted((root / "train").rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        name = module_name(path)
+        for line, target in imported_modules(path.read_text(encoding="utf-8"), name, path.name == "__init__.py"):
+            a, b = node(name), node(target)
+            if a and b and a != b:
+                ties.setdefault((a, b), f"{path.relative_to(root).as_posix()}:{line}")
+    return ties
+
+
+def test_no_two_way_tie_between_train_folders():
+    """train/'s files and folders stand in floors: no loop of arrows between them, even one a module-level
+    graph cannot see (config -> sft/config.py while sft/run.py -> config once made sft/ and the config one
+    knot, though no module imported itself)."""
+    ties = train_ties(ROOT)
+    graph: dict[str, set[str]] = {}
+    for a, b in ties:
+        graph.setdefault(a, set()).add(b)
+    loops = import_cycles(graph)
+    assert not loops, "two-way ties in train/: " + "; ".join(
+        ", ".join(f"{a} -> {b} ({ties[a, b]})" for a in loop for b in loop if (a, b) in ties) for loop in loops)
+
+
+def test_a_tie_between_train_folders_is_reported(tmp_path, monkeypatch):
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)
+    (tmp_path / "train" / "sft").mkdir(parents=True)
+    (tmp_path / "train" / "config.py").write_text("from agentgym.train.sft.config import SFTSection\n")
+    (tmp_path / "train" / "sft" / "run.py").write_text("def f():\n    from agentgym.train.config import load_config\n")
+    ties = train_ties(tmp_path)
+    assert ties == {("config", "sft"): "train/config.py:1", ("sft", "config"): "train/sft/run.py:2"}
+    assert import_cycles({a: {b} for a, b in ties}) == [["config", "sft"]]
+
+
 @pytest.mark.parametrize("source, module, expected", [
     ("def f():\n    from agentgym.policies import load_policy\n", "agentgym.engine.rollout",
      ["agentgym.policies", "agentgym.policies.load_policy"]),

@@ -22,7 +22,7 @@ from agentgym.engine.rollout import RolloutConfig
 from agentgym.train.algorithm import AlgorithmSection, MOVED_ALGORITHM_KEYS  # noqa: F401  (re-exported)
 from agentgym.train.estimators import get_estimator
 from agentgym.train.updaters import refuse_unsupported, updater_for
-from agentgym.train.sft.config import SFTSection
+from agentgym.train.sft_section import SFTSection
 from agentgym.train.guardrails import GuardrailsSection
 from agentgym.train.config_loader import (PRESET_DIR, build, options_dict, read_yaml,  # noqa: F401  (re-exported)
                                           resolve_preset, with_overrides)
@@ -298,7 +298,7 @@ class TrainConfig:
     logging: LoggingSection = field(default_factory=LoggingSection)
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
     sft: SFTSection = field(default_factory=SFTSection)
-    """Behaviour cloning before RL (train/sft/config.py)."""
+    """Behaviour cloning before RL (train/sft_section.py; its stage is train/sft/)."""
     selfplay: SelfPlaySection = field(default_factory=SelfPlaySection)
     """Self-play and a league on a multi-agent env (train/selfplay/config.py)."""
 
