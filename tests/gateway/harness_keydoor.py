@@ -85,6 +85,17 @@ def play(base_url: str, api_key: str, task: dict[str, Any], max_turns: int = 6, 
     return {"reward": reward, "success": game.done, "calls": returned}
 
 
+def run(h: Any) -> float:
+    """The harness as a config names it (gateway.harness=harness_keydoor:run): one seeded episode of the task
+    the run is handed (`h`: its base_url, api_key, task, seed and sample), returning its reward."""
+    return play(h.base_url, h.api_key, h.task, seed=h.seed * 100 + h.sample)["reward"]
+
+
+def tasks(seed: int) -> dict[str, Any]:
+    """gateway.tasks=harness_keydoor:tasks: the task a seed names."""
+    return {"seed": seed, "max_turns": 8}
+
+
 def _post(url: str, body: dict[str, Any]) -> None:
     """The gateway's session endpoints are not part of the OpenAI API: plain HTTP."""
     request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})

@@ -11,6 +11,10 @@ shares the trained module, so every update is live for the next call). Each call
 ids and sampler log-probs are the engine's, so the stale-weights guard (sampler vs trainer log-probs) reads
 them as it reads any rollout. The config's env is not played; eval.every must be 0 (an in-training eval
 plays the config's env, not the harness).
+
+From a config alone, `gateway.harness` or `gateway.command` (train/gateway/config.py) selects the same
+collector, which then starts its own gateway and server in front of the trainer's policy: `agentgym train`
+runs it, checkpoints and resume included.
 """
 from __future__ import annotations
 
@@ -27,19 +31,36 @@ from agentgym.train.gateway.service import Gateway, GatewayConfig
 
 class GatewayTrainCollector(Collector):
     """The trainer's collector registry entry "gateway" (train/collectors/): a `GatewayCollector`'s batches as
-    `Collected`. It plays an outside harness, which a config does not name, so it is built with one
-    (`attach`, `train_harness`); built from a config alone it refuses with the way to run it."""
+    `Collected`. It plays an outside harness: one handed to it (`attach`, `train_harness`), or the one the
+    config's gateway section names, for which it starts a gateway and its server itself (closed by `close`)."""
 
     name = "gateway"
 
     def __init__(self, ctx: Any, state: dict[str, Any], inner: GatewayCollector | None = None):
+        section = getattr(getattr(ctx, "config", None), "gateway", None)
+        self.server: GatewayServer | None = None
         if inner is None:
-            raise ConfigError("the gateway collector plays an outside harness, which a config cannot name: train it "
-                              "with agentgym.train.gateway.training.train_harness(config, harness, tasks) "
-                              "(docs/guide/gateway.md)")
+            if section is None or not section.enabled:
+                raise ConfigError("the gateway collector plays an outside harness: name it in the config "
+                                  "(gateway.harness=module:function or gateway.command=PROGRAM) or train it with "
+                                  "agentgym.train.gateway.training.train_harness(config, harness, tasks) "
+                                  "(docs/guide/gateway.md)")
+            inner = self._serve(ctx, section)
         super().__init__(ctx, state)
         self.inner = inner
         inner.next_seed = self.next_seed   # a resumed run goes on with fresh tasks
+
+    def _serve(self, ctx: Any, section: Any) -> GatewayCollector:
+        """A gateway in front of the trainer's rollout policy, its server on loopback, and the collector over them."""
+        from agentgym.train.gateway.config import harness_of, resolve, tasks_of
+
+        r = ctx.config.rollout
+        gateway = gateway_for(ctx.config, ctx.policy(), ctx.chat, section.workers)
+        self.server = GatewayServer(gateway).start()
+        return GatewayCollector(gateway, self.server.url, harness_of(section), tasks_of(section), groups=r.groups,
+                                group_size=r.group_size, workers=section.workers, env_id=section.env_id,
+                                reward_fn=resolve("reward_fn", section.reward_fn) if section.reward_fn else None,
+                                seed_start=r.seed_start)
 
     def collect(self, iteration: int) -> Collected:
         batch, first, stats = self.inner.collect(iteration)
@@ -53,6 +74,12 @@ class GatewayTrainCollector(Collector):
                                   "rollout.layout=trajectory trains one per episode: set rollout.layout=fold (one "
                                   "sample per segment) or rollout.layout=step (one per call)")
         return Collected(batch, first, stats)
+
+    def close(self) -> None:
+        if self.server is not None:   # the gateway this collector started for the config's harness
+            self.server.stop()
+            self.inner.gateway.close()
+            self.server = None
 
 
 def attach(trainer: Any, collector: GatewayCollector) -> None:
