@@ -9,6 +9,8 @@ One collector is chosen once from the config (`collector_name`) and built by the
                trainer updates on finished groups (train/collectors/async_collector.py, train/async_rl.py)
   - lookahead  rollout.lookahead: greedy plays, then play-outs of other actions at chosen turns
                (train/collectors/lookahead.py)
+  - gateway    gateway.harness / gateway.command: an outside harness's sessions through the OpenAI-compatible
+               gateway (train/gateway/training.py; train_harness hands it a Python harness too)
   - selfplay   selfplay.enabled: matches on a multi-agent env, the learner in one or every seat, opponents
                from the league (train/collectors/selfplay.py, train/selfplay/)
   - branching  rollout.branching: the sync batch, then branches grown from env snapshots of some of its
@@ -43,6 +45,8 @@ def collector_class(name: str) -> type:
 
 def collector_name(config: Any, distributed: bool) -> str:
     """The collector that plays `config`'s batches (a TrainConfig); `distributed`: more than one rank."""
+    if getattr(getattr(config, "gateway", None), "enabled", False):  # the config load refused what it cannot run with
+        return "gateway"
     if getattr(getattr(config, "selfplay", None), "enabled", False):  # a config without the section: not self-play
         return "selfplay"
     if config.rollout.lookahead:
