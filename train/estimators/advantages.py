@@ -12,10 +12,11 @@ Conventions (written down once, tested in tests/train/test_advantages.py):
 - `invalid_penalty` p subtracts p from the reward of every turn whose action was invalid, before any
   return is computed (so it lowers the episode return and the step returns alike).
 - `TurnTable.shared` rows (a branch's copies of its trunk's turns, agentgym/engine/branching.py) are trained
-  and counted once, in the trunk: they get advantage exactly 0 and enter no mean, std or group size; they
-  still count in returns (a branch's return is its whole episode's, and its discounted return from a branch
-  turn on reads later turns only), so each trained row's advantage is what the same episodes played out
-  by hand without the copies would give it.
+  and counted once, in the trunk: they get advantage exactly 0 and enter no mean, std, return or group
+  size. A branch's episode return counts from its branch turn (its group's G branches share the prefix, so
+  this moves their returns by one constant, which no group-normalised figure sees), and a discounted return
+  from a branch turn on reads later turns only; so each trained row's advantage is what the estimator gives
+  the same episodes played out by hand from the restored state (tests/train/test_branching_training.py).
 """
 from __future__ import annotations
 
@@ -144,10 +145,10 @@ def discounted_returns(table: TurnTable, gamma: float, invalid_penalty: float = 
 
 
 def episode_returns(table: TurnTable, invalid_penalty: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """(inverse, R): `R[j]` is the undiscounted return of the j-th distinct trajectory and
-    `inverse[i]` the index into R of row i's trajectory."""
-    _, inverse = np.unique(table.traj, return_inverse=True)
-    returns = np.bincount(inverse, weights=penalised_rewards(table, invalid_penalty))
+    """(inverse, R): `R[j]` is the undiscounted return of the j-th distinct trajectory (over its trained rows:
+    a branch's from its branch turn) and `inverse[i]` the index into R of row i's trajectory."""
+    _, inverse = np.unique(table.traj, return_inverse=True)                      # [n] trajectory of each row
+    returns = np.bincount(inverse, weights=penalised_rewards(table, invalid_penalty) * trained(table))  # [trajs]
     return inverse, returns
 
 
@@ -238,7 +239,7 @@ def reinforce_pp(table: TurnTable, gamma: float = 1.0, baseline: Literal["group"
         inverse, returns = episode_returns(table, invalid_penalty)
         groups = _traj_groups(table, inverse, len(returns))
         mean_g = returns - group_normalize(returns, groups, "mean")
-        last_turn = np.bincount(inverse) - 1  # turns are numbered 0..T-1 within a trajectory
+        last_turn = np.bincount(inverse) - 1  # [trajs] turns are numbered 0..T-1 within a trajectory
         x = rtg - mean_g[inverse] * np.power(gamma, (last_turn[inverse] - table.turn).astype(np.float64))
     elif baseline == "none":
         x = rtg
