@@ -28,6 +28,7 @@ from agentgym.train.config_loader import (PRESET_DIR, build, options_dict, read_
                                           resolve_preset, with_overrides)
 from agentgym.train.collectors.async_collector import check_async, refuse_async_options
 from agentgym.train.collectors.lookahead import check_lookahead
+from agentgym.train.gateway.config import GatewaySection, check_gateway
 from agentgym.train.selfplay.config import SelfPlaySection, check_selfplay
 from agentgym.train.collectors.branching import BranchingSection, check_branching
 
@@ -301,6 +302,8 @@ class TrainConfig:
     """Behaviour cloning before RL (train/sft_section.py; its stage is train/sft/)."""
     selfplay: SelfPlaySection = field(default_factory=SelfPlaySection)
     """Self-play and a league on a multi-agent env (train/selfplay/config.py)."""
+    gateway: GatewaySection = field(default_factory=GatewaySection)
+    """Train an outside harness through the OpenAI-compatible gateway (train/gateway/config.py)."""
 
     def __post_init__(self) -> None:
         a, m, r = self.algorithm, self.model, self.rollout
@@ -351,6 +354,8 @@ class TrainConfig:
             check_selfplay(self)
         if r.branching.mode != "off":
             check_branching(self)
+        if self.gateway.enabled:
+            check_gateway(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The options as a nested dict (what `load_config` reads back); derived fields left out."""
