@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from agentgym.errors import PolicyError, require
 from agentgym.policies.base import BasePolicy, Generation, GenerationRequest, SamplingParams
@@ -118,6 +118,9 @@ class HFPolicy(BasePolicy):
 
             self.prefix_store = PrefixStore(int(prefix_cache_mb * 2**20))
         self._weights_seen: int | None = None
+        self.on_token: Callable[[int, int], None] | None = None
+        """Called with (request index in the generate call, token id) as each token is sampled (the gateway's
+        streaming, train/gateway/engine.py); None: nobody listens."""
 
     @classmethod
     def from_pretrained(cls, name: str = DEFAULT_MODEL, device: str | None = None, dtype: Any = None,
@@ -373,6 +376,8 @@ class HFPolicy(BasePolicy):
         for row, token, logprob in zip(rows, picked, chosen):
             row.tokens.append(token)
             row.logprobs.append(logprob)
+            if self.on_token is not None:
+                self.on_token(row.index, token)
             if token in self.eos_token_ids:
                 row.finish = "stop"
             elif row.sampling.stop and self._stopped(row):
