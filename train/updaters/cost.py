@@ -29,6 +29,9 @@ class UpdateCost:
     flops: float = 0.0
     sequences: int = 0
     trunk_reused: int = 0    # sequences whose trunk output came from the rollout (policies/rollout_trunk.py)
+    own_tokens: int = 0      # the sequences' own rows before packing (policies/packed_rows.py); 0: not packed
+    reference_reused: int = 0  # updates whose KL reference was the policy itself (its pass skipped)
+    phase_flops: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
 
     @contextlib.contextmanager
     def timed(self, phase: str) -> Iterator[None]:
@@ -61,6 +64,24 @@ class UpdateCost:
         self.tree_tokens += tree_tokens
         self.sequences += 1
 
+    def add_pass(self, phase: str, config: Any, tokens: int, read: int, layers: int, pairs: int | None = None,
+                 backward: bool = False) -> None:
+        """Count one pass of `layers` decoder layers over a row of `tokens` (attention over `pairs` query-key
+        pairs per layer, dense when None) and the LM head on `read` rows, under `phase`; with `backward` its
+        backward too, under "backward" (twice the forward on the layers, once on the head)."""
+        from agentgym.policies.trunk import forward_flops
+
+        body = forward_flops(config, tokens, tokens, layers, pairs=pairs)
+        head = forward_flops(config, tokens, tokens, 0, read)
+        self.phase_flops[phase] += body + head
+        self.flops += body + head
+        if backward:
+            self.phase_flops["backward"] += 2 * body + head
+            self.flops += 2 * body + head
+            self.tokens += tokens
+        if phase == "trunk":
+            self.trunk_tokens += tokens
+
     def as_metrics(self) -> dict[str, float]:
         total = sum(self.seconds.values())
         out = {f"time/update_{k}": v for k, v in self.seconds.items()}
@@ -69,6 +90,9 @@ class UpdateCost:
                     "update/tokens_per_sequence": self.row_tokens / max(self.sequences, 1),
                     "update/candidate_token_share": self.tree_tokens / max(self.row_tokens, 1),
                     "update/trunk_from_rollout_share": self.trunk_reused / max(self.sequences, 1),
+                    "update/packed_token_share": self.row_tokens / self.own_tokens if self.own_tokens else 1.0,
+                    "update/reference_reused": float(self.reference_reused),
                     "tokens_per_s/update": self.tokens / max(total, 1e-9),
                     "gflops_per_s/update": self.flops / 1e9 / max(total, 1e-9)})
+        out.update({f"gflop/update_{k}": v / 1e9 for k, v in self.phase_flops.items() if v})
         return out
