@@ -92,23 +92,39 @@ def turns_block(past: int, prompt_tail: Sequence[int],
     for prompt_len, candidates in turns:
         if not past < prompt_len <= end:
             raise ValueError(f"a turn's prompt of {prompt_len} tokens must end inside the row ({past}, {end}]")
-        if not candidates or any(len(c) == 0 for c in candidates):
-            raise ValueError("every turn needs non-empty candidates")
+        nodes, reads = prefix_tree(candidates)
         node_of: dict[tuple[int, ...], int] = {(): prompt_len - 1 - past}  # prefix -> row index fed with it
-        for cand in candidates:
-            cand = tuple(int(t) for t in cand)
-            for t in range(1, len(cand)):           # the node for prefix cand[:t] feeds token cand[t - 1]
-                if cand[:t] not in node_of:
-                    ids.append(cand[t - 1])
-                    positions.append(prompt_len + t - 1)
-                    parent.append(node_of[cand[:t - 1]] if t > 1 else -1)
-                    visible.append(prompt_len)
-                    node_of[cand[:t]] = len(ids) - 1
-            targets += [(node_of[cand[:t]], cand[t]) for t in range(len(cand))]  # token t from prefix cand[:t]
+        for prefix in nodes:                         # the node for prefix p feeds token p[-1]
+            ids.append(prefix[-1])
+            positions.append(prompt_len + len(prefix) - 1)
+            parent.append(node_of[prefix[:-1]] if len(prefix) > 1 else -1)
+            visible.append(prompt_len)
+            node_of[prefix] = len(ids) - 1
+        for cand, rs in zip(candidates, reads):
+            targets += [(node_of[r], int(cand[len(r)])) for r in rs]  # token t is scored from prefix cand[:t]
             lengths.append(len(cand))
         sizes.append(len(candidates))
     return CandidateBlock(past, tuple(ids), tuple(positions), tuple(parent), tuple(visible), tuple(targets),
                           tuple(lengths), tuple(sizes))
+
+
+def prefix_tree(candidates: Sequence[Sequence[int]]) -> tuple[list[tuple[int, ...]], list[list[tuple[int, ...]]]]:
+    """The candidates' prefix tree: its nodes (every proper non-empty prefix, in first-seen order; a node is
+    fed the prefix's last token) and per candidate the prefix each of its tokens is scored from (() is the
+    turn's last prompt token)."""
+    if not candidates or any(len(c) == 0 for c in candidates):
+        raise ValueError("every turn needs non-empty candidates")
+    nodes: list[tuple[int, ...]] = []
+    seen: set[tuple[int, ...]] = set()
+    reads = []
+    for cand in candidates:
+        cand = tuple(int(t) for t in cand)
+        for t in range(1, len(cand)):
+            if cand[:t] not in seen:
+                seen.add(cand[:t])
+                nodes.append(cand[:t])
+        reads.append([cand[:t] for t in range(len(cand))])
+    return nodes, reads
 
 
 def candidate_block(past: int, prompt_tail: Sequence[int], candidates: Sequence[Sequence[int]]) -> CandidateBlock:

@@ -31,12 +31,16 @@ _LOCK = threading.Lock()
 class TreeMask:
     """The pieces of a choice row's tree mask: `context` causal conversation tokens, then per turn the row
     span [start, end) of its tree nodes, how many conversation positions they see, and the additive
-    [1, 1, n, visible + n] mask of that piece (0 allowed, the dtype's minimum elsewhere)."""
+    [1, 1, n, visible + n] mask of that piece (0 allowed, the dtype's minimum elsewhere). A packed row's
+    pieces (policies/packed_rows.py) also carry where their visible positions sit (`keys`)."""
 
     context: int
     spans: tuple[tuple[int, int, int], ...]
     local: tuple[Any, ...]
     length: int                          # row length (context + every tree node)
+    # per span, the row ranges [a, b) of the `visible` positions it sees (packed rows, policies/packed_rows.py:
+    # a branch sees its shared prefix, which may sit in several pieces); empty: each span sees [0, visible)
+    keys: tuple[tuple[tuple[int, int], ...], ...] = ()
 
 
 def tree_mask(block: Any, dtype: Any, device: Any = None) -> TreeMask | None:
@@ -90,9 +94,9 @@ def tree_attention(module: Any, query: Any, key: Any, value: Any, attention_mask
     c = m.context
     pieces = [sdpa(query[:, :, :c], key[:, :, :c], value[:, :, :c], is_causal=True, scale=scaling,
                    enable_gqa=gqa)]
-    for (s, e, vis), local in zip(m.spans, m.local):
-        k = torch.cat([key[:, :, :vis], key[:, :, s:e]], dim=2)
-        v = torch.cat([value[:, :, :vis], value[:, :, s:e]], dim=2)
+    for (s, e, vis), local, ranges in zip(m.spans, m.local, m.keys or [((0, vis),) for _, _, vis in m.spans]):
+        k = torch.cat([*(key[:, :, a:b] for a, b in ranges), key[:, :, s:e]], dim=2)
+        v = torch.cat([*(value[:, :, a:b] for a, b in ranges), value[:, :, s:e]], dim=2)
         pieces.append(sdpa(query[:, :, s:e], k, v, attn_mask=local, scale=scaling, enable_gqa=gqa))
     out = torch.cat(pieces, dim=2)
     return out.transpose(1, 2).contiguous(), None

@@ -130,14 +130,16 @@ def shares_trunk(other: Any, model: Any) -> bool:
         for m, o in pairs for a, b in zip(m.parameters(), o.parameters(), strict=True))
 
 
-def forward_flops(config: Any, tokens: int, keys: int, layers: int, read: int = 0) -> float:
+def forward_flops(config: Any, tokens: int, keys: int, layers: int, read: int = 0, pairs: int | None = None
+                  ) -> float:
     """Forward FLOPs of `layers` decoder layers over one row of `tokens` queries attending densely to
-    `keys` positions (a masked SDPA computes every pair), plus the LM head on `read` rows: 2 per
-    multiply-add of the projections and MLP, 4 * d per query-key pair (scores and the weighted sum)."""
+    `keys` positions (a masked SDPA computes every pair) or to `pairs` query-key pairs in all (attention in
+    pieces, policies/packed_rows.attention_pairs), plus the LM head on `read` rows: 2 per multiply-add of
+    the projections and MLP, 4 * d per query-key pair (scores and the weighted sum)."""
     d, inter = config.hidden_size, config.intermediate_size
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or d // heads
     kv = getattr(config, "num_key_value_heads", heads) * head_dim
     per_token = 2 * (d * heads * head_dim * 2 + 2 * d * kv + 3 * d * inter)
-    attention = 4 * heads * head_dim * tokens * keys
+    attention = 4 * heads * head_dim * (tokens * keys if pairs is None else pairs)
     return float(layers * (per_token * tokens + attention) + 2 * d * config.vocab_size * read)

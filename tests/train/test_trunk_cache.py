@@ -113,10 +113,13 @@ def _update(components, model, seq):
 
     from agentgym.train.config import load_config
     from agentgym.train.updaters.choice_ppo import choice_update
+    from agentgym.train.updaters.choice_rows import PLAIN
 
     cfg = load_config("toy_learning", ["train.ppo_epochs=2", "train.mini_batches=1", "optim.lr=1e-2"])
     model = copy.deepcopy(model)
-    stats = choice_update(components(cfg, model), [seq, seq], np.array([1.0, -0.5]), cfg, shuffle_seed=0)
+    # one row per sequence (the two equal sequences would pack into one row: tests/train/test_choice_rows.py)
+    stats = choice_update(components(cfg, model), [seq, seq], np.array([1.0, -0.5]), cfg, shuffle_seed=0,
+                          shortcuts=PLAIN)
     return model, stats
 
 

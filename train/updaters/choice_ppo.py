@@ -19,6 +19,8 @@ import torch
 from agentgym.train.batch import Components, TrainConfig
 from agentgym.train.estimators.targets import turn_advantages
 from agentgym.train.health import signal_figures
+from agentgym.train.updaters.choice_rows import (Shortcuts, pack_groups, packed_block, packed_choice_logprobs,
+                                                  packed_trunk, reference_is_policy)
 from agentgym.train.updaters.cost import UpdateCost
 from agentgym.trajectory import Trajectory, TurnTable
 
@@ -141,7 +143,7 @@ class ChoiceStats:
 
 
 def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.ndarray, config: TrainConfig,
-                  shuffle_seed: int, expert: Any = None) -> ChoiceStats:
+                  shuffle_seed: int, expert: Any = None, shortcuts: Shortcuts | None = None) -> ChoiceStats:
     """PPO epochs over the choice turns: clipped ratio π'_new(a)/π'_old(a), turn-mean loss per mini-batch
     (the same typed seams as `update.ppo_update`). The frozen trunk's output comes from the rollout's own
     scoring passes when the policy kept it (policies/rollout_trunk.py), else it runs once per sequence (no
@@ -149,30 +151,47 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
     With `algorithm.regularisers.kl_coef` > 0 each turn's loss adds kl_coef x KL(π'_new || π'_ref) toward the
     reference policy (the weights training started from), scored once per update (`reference_logprobs`).
     `expert` (train/expert_replay.py's ExpertReplay): every step also takes the expert's choices on a few
-    demonstrations, weighted by algorithm.regularisers.expert_coef."""
+    demonstrations, weighted by algorithm.regularisers.expert_coef. `shortcuts` (train/updaters/choice_rows.py):
+    a mini-batch's episodes packed by shared prefix, the reference's pass skipped while it is the policy; both
+    exact, on by default (choice_rows.PLAIN: one row per episode, the reference always run)."""
     model, optimizer, scheduler, device = c.model, c.optimizer, c.scheduler, c.device
     cfg, train_cfg, max_grad_norm = config.algorithm, config.train, config.optim.max_grad_norm
     temperature = config.rollout.temperature
+    shortcuts = Shortcuts() if shortcuts is None else shortcuts
     stats = ChoiceStats()
     cost = stats.cost
     with cost.timed("trunk"):
         kept = [_rollout_trunk(c.policy, model, s) for s in seqs]  # the rollout's own trunk outputs, when kept
         trunks = [k if k is not None else sequence_trunk(model, s, device) for k, s in zip(kept, seqs)]
+    count = _Counter(model, cost, trunks[0] is not None if trunks else False)
+    for i, k in enumerate(kept):
+        count.sequence(seqs, i, reused=k is not None)
     kl_coef, kl_estimator = cfg.regularisers.kl_coef, cfg.regularisers.kl_estimator
+    everything = _partition(seqs, range(len(seqs)), shortcuts)
     with cost.timed("reference"):
-        reference = reference_logprobs(c, seqs, trunks, temperature) if kl_coef > 0 else None
+        reuse = kl_coef > 0 and shortcuts.reuse_reference and reference_is_policy(c)
+        reference: list[Any] | None = reference_logprobs(c, seqs, trunks, temperature, everything) \
+            if kl_coef > 0 and not reuse else None
+    cost.reference_reused += int(reuse)
+    if reference is not None:
+        for members in everything:
+            count.rows("reference", seqs, members)
     with cost.timed("expert"):
         demos = expert.draw(shuffle_seed, model, device) if expert is not None else None
     # one epoch of one mini-batch: every forward runs on the rollout's weights, so the old log-probs are
     # the new ones detached (ratio 1, gradient intact) and a whole no-grad pass over the batch is saved
     on_policy = train_cfg.ppo_epochs == 1 and min(train_cfg.mini_batches, len(seqs)) == 1
     old: list[Any] = [None] * len(seqs)
+    start_logps: list[Any] = [None] * len(seqs)
     if not on_policy:
         with torch.no_grad(), cost.timed("forward"):
-            old = [[lp[t.chosen].item() for lp, t in zip(sequence_choice_logprobs(model, s, device, temperature, tr),
-                                                          s.turns)] for s, tr in zip(seqs, trunks)]
-    plain_passes = (0 if on_policy else 1) + (reference is not None)
-    _count_rows(cost, model, seqs, trunks, train_cfg.ppo_epochs, plain_passes, [k is not None for k in kept])
+            for members in everything:
+                for i, logps in zip(members, _logprobs(model, seqs, members, trunks, device, temperature)):
+                    old[i] = [lp[t.chosen].item() for lp, t in zip(logps, seqs[i].turns)]
+                    start_logps[i] = logps  # the weights before any step: with `reuse`, the reference's
+                count.rows("forward", seqs, members)
+        if reuse:
+            reference = start_logps
     params = [p for p in model.parameters() if p.requires_grad]
     rng = np.random.default_rng(shuffle_seed)
     weights = turn_weights(seqs, cfg.loss.agg)
@@ -182,34 +201,38 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
             n_turns = max(sum(len(seqs[i].turns) for i in mini), 1)
             total_weight = sum(float(weights[i].sum()) for i in mini) or 1.0
             optimizer.zero_grad(set_to_none=True)
-            for i in mini:
-                seq = seqs[i]
+            for members in _partition(seqs, mini, shortcuts):
                 with cost.timed("forward"):
-                    logps = sequence_choice_logprobs(model, seq, device, temperature, trunks[i])
-                    new = torch.stack([lp[t.chosen] for lp, t in zip(logps, seq.turns)])
-                    adv = torch.tensor([float(advantages[t.row]) for t in seq.turns], device=new.device)
-                    before = new.detach() if old[i] is None else torch.tensor(old[i], device=new.device)
-                    ratio = torch.exp(new - before)
-                    clipped = ratio.clamp(1 - cfg.loss.clip_low, 1 + cfg.loss.clip_high)
-                    weight = torch.tensor(weights[i] / total_weight, device=new.device, dtype=new.dtype)
-                    loss = -(torch.minimum(ratio * adv, clipped * adv) * weight).sum()
-                    ent = torch.stack([-(lp.exp() * lp).sum() for lp in logps])
-                    if reference is not None:
-                        kl = choice_kl(logps, reference[i], [t.chosen for t in seq.turns], kl_estimator)
-                        loss = loss + kl_coef * (kl * weight).sum()
-                        stats.kl += float(kl.detach().sum())
-                    if cfg.regularisers.entropy_coef:
-                        loss = loss - cfg.regularisers.entropy_coef * (ent * weight).sum()
+                    row_loss: Any = 0.0
+                    for i, logps in zip(members, _logprobs(model, seqs, members, trunks, device, temperature)):
+                        seq = seqs[i]
+                        new = torch.stack([lp[t.chosen] for lp, t in zip(logps, seq.turns)])
+                        adv = torch.tensor([float(advantages[t.row]) for t in seq.turns], device=new.device)
+                        before = new.detach() if old[i] is None else torch.tensor(old[i], device=new.device)
+                        ratio = torch.exp(new - before)
+                        clipped = ratio.clamp(1 - cfg.loss.clip_low, 1 + cfg.loss.clip_high)
+                        weight = torch.tensor(weights[i] / total_weight, device=new.device, dtype=new.dtype)
+                        loss = -(torch.minimum(ratio * adv, clipped * adv) * weight).sum()
+                        ent = torch.stack([-(lp.exp() * lp).sum() for lp in logps])
+                        if kl_coef > 0:  # the reference's, or (`reuse`, one step) the policy's own detached
+                            ref = reference[i] if reference is not None else [lp.detach() for lp in logps]
+                            kl = choice_kl(logps, ref, [t.chosen for t in seq.turns], kl_estimator)
+                            loss = loss + kl_coef * (kl * weight).sum()
+                            stats.kl += float(kl.detach().sum())
+                        if cfg.regularisers.entropy_coef:
+                            loss = loss - cfg.regularisers.entropy_coef * (ent * weight).sum()
+                        row_loss = row_loss + loss
+                        stats.policy_loss += float(loss.item()) * n_turns
+                        stats.clip_fraction += float(((ratio - clipped).abs() > 1e-8).float().sum())
+                        stats.entropy += float(ent.detach().sum())
+                        stats.turns += len(seq.turns)
+                        if epoch == 0:
+                            stats.first_turns += len(seq.turns)
+                            stats.greedy_picks += sum(int(lp.argmax()) == t.chosen for lp, t in zip(logps, seq.turns))
+                            stats.picked_prob += float(new.detach().exp().sum())
                 with cost.timed("backward"):
-                    loss.backward()
-                stats.policy_loss += float(loss.item()) * n_turns
-                stats.clip_fraction += float(((ratio - clipped).abs() > 1e-8).float().sum())
-                stats.entropy += float(ent.detach().sum())
-                stats.turns += len(seq.turns)
-                if epoch == 0:
-                    stats.first_turns += len(seq.turns)
-                    stats.greedy_picks += sum(int(lp.argmax()) == t.chosen for lp, t in zip(logps, seq.turns))
-                    stats.picked_prob += float(new.detach().exp().sum())
+                    row_loss.backward()
+                count.rows("forward", seqs, members, backward=True, first=epoch == 0)
             if demos is not None:
                 with cost.timed("expert"):
                     ce, turns, best = demos.backward(model, device)
@@ -225,22 +248,51 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
     return stats
 
 
-def reference_logprobs(c: Components, seqs: Sequence[ChoiceSequence], trunks: Sequence[Any], temperature: float
-                       ) -> list[list[torch.Tensor]]:
+def reference_logprobs(c: Components, seqs: Sequence[ChoiceSequence], trunks: Sequence[Any], temperature: float,
+                       rows: Sequence[Sequence[int]] | None = None) -> list[list[torch.Tensor]]:
     """log π'_ref over each turn's candidates (no grad): the KL term's anchor, scored once per update. The
     reference's top layers run on the trained model's cached trunk, which is the reference's own as long as
-    the layers below the trainable block hold the same weights in both (checked: else StaleTrunkError)."""
+    the layers below the trainable block hold the same weights in both (checked: else StaleTrunkError).
+    `rows`: the sequences as packed rows (choice_rows.pack_groups); one row each by default."""
     from agentgym.policies.trunk import StaleTrunkError, shares_trunk
 
     if c.ref is None:
         raise ValueError("algorithm.regularisers.kl_coef > 0 needs a reference model: build the components with "
                          "train.setup.build_components (make_reference)")
+    out: list[Any] = [None] * len(seqs)
     with torch.no_grad(), c.ref() as ref:
         if any(t is not None for t in trunks) and not shares_trunk(ref, c.model):
             raise StaleTrunkError("the KL reference's frozen layers differ from the trained model's, so the cached "
                                   "trunk is not the reference's: keep the layers below model.train_layers frozen")
-        return [sequence_choice_logprobs(c.model, s, c.device, temperature, trunk, top=ref) if trunk is not None
-                else sequence_choice_logprobs(ref, s, c.device, temperature) for s, trunk in zip(seqs, trunks)]
+        for members in rows if rows is not None else [[i] for i in range(len(seqs))]:
+            for i, logps in zip(members, _logprobs(c.model, seqs, members, trunks, c.device, temperature, ref)):
+                out[i] = logps
+    return out
+
+
+def _partition(seqs: Sequence[ChoiceSequence], order: Any, shortcuts: Shortcuts) -> list[list[int]]:
+    """`order`'s sequences as the rows one pass runs: packed by shared prefix, or one each."""
+    if not shortcuts.pack:
+        return [[int(i)] for i in order]
+    return pack_groups(seqs, [int(i) for i in order], shortcuts.row_tokens)
+
+
+def _logprobs(model: Any, seqs: Sequence[ChoiceSequence], members: Sequence[int], trunks: Sequence[Any], device: Any,
+              temperature: float, ref: Any = None) -> list[list[torch.Tensor]]:
+    """Per member sequence, its turns' log π' from one pass over their row (packed when several): the
+    trained model's, or `ref`'s (the reference's top on `model`'s trunk, or its own full forward without one)."""
+    own = [trunks[i] for i in members]
+    if len(members) > 1:
+        block = packed_block(seqs, members)
+        trunk = packed_trunk(block, own)
+        if trunk is not None or all(t is None for t in own):
+            if trunk is None and ref is not None:
+                return packed_choice_logprobs(ref, block, device, temperature)
+            return packed_choice_logprobs(model, block, device, temperature, trunk, ref)
+    if ref is not None:
+        return [sequence_choice_logprobs(model, seqs[i], device, temperature, t, top=ref) if t is not None
+                else sequence_choice_logprobs(ref, seqs[i], device, temperature) for i, t in zip(members, own)]
+    return [sequence_choice_logprobs(model, seqs[i], device, temperature, t) for i, t in zip(members, own)]
 
 
 def choice_kl(logps: Sequence[torch.Tensor], ref: Sequence[torch.Tensor], chosen: Sequence[int], estimator: str
@@ -279,23 +331,47 @@ def turn_weights(seqs: Sequence[ChoiceSequence], agg: str) -> list[np.ndarray]:
     return [np.array([1.0 / counts[t.episode] for t in s.turns]) for s in seqs]
 
 
-def _count_rows(cost: UpdateCost, model: Any, seqs: Sequence[ChoiceSequence], trunks: Sequence[Any],
-                grad_passes: int, plain_passes: int, reused: Sequence[bool]) -> None:
-    """Tokens and FLOPs of the update's passes over every sequence (updaters/cost.py)."""
-    from agentgym.policies.candidate_block import turns_block
-    from agentgym.policies.trunk import trainable_start
+class _Counter:
+    """Tokens and FLOPs of the update's passes (updaters/cost.py), each counted as the pass runs: the row's
+    attention as computed (in pieces with a cached trunk, dense without), the trunk once per sequence unless
+    the rollout's was reused."""
 
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    start = trainable_start(model)
-    for seq, trunk, from_rollout in zip(seqs, trunks, reused):
-        block = turns_block(0, seq.ids, [(t.prompt_len, t.candidates) for t in seq.turns])
-        cost.add_row(config, len(block.ids), len(block.read), start, grad_passes, plain_passes,
-                     trunk_cached=trunk is not None, tree_tokens=len(block.ids) - len(seq.ids),
-                     trunk_reused=from_rollout)
+    def __init__(self, model: Any, cost: UpdateCost, cached: bool):
+        from agentgym.policies.trunk import trainable_start
+
+        self.config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        self.cost, self.cached = cost, cached
+        self.frozen = trainable_start(model)   # without a cached trunk every pass runs those layers too
+        self.start = self.frozen if cached else 0
+
+    def sequence(self, seqs: Sequence[ChoiceSequence], i: int, reused: bool) -> None:
+        from agentgym.policies.packed_rows import attention_pairs
+
+        block = packed_block(seqs, [i])
+        self.cost.sequences += 1
+        self.cost.trunk_reused += int(reused)
+        if self.cached and not reused:
+            self.cost.add_pass("trunk", self.config, len(block.ids), 0, self.start, attention_pairs(block))
+
+    def rows(self, phase: str, seqs: Sequence[ChoiceSequence], members: Sequence[int], backward: bool = False,
+             first: bool = False) -> None:
+        from agentgym.policies.packed_rows import attention_pairs
+
+        block = packed_block(seqs, members)
+        layers = self.config.num_hidden_layers - self.start
+        dense = len(members) == 1 and not self.cached  # a lone row without a trunk runs the dense mask
+        self.cost.add_pass(phase, self.config, len(block.ids), len(block.read), layers,
+                           attention_pairs(block, dense), backward)
+        if not self.cached and self.frozen:
+            self.cost.trunk_tokens += len(block.ids)
+        if first:
+            self.cost.row_tokens += len(block.ids)
+            self.cost.own_tokens += block.own_tokens
+            self.cost.tree_tokens += len(block.ids) - block.conversation
 
 
 def choice_step(c: Components, config: TrainConfig, batch: Sequence[Trajectory], iteration: int,
-                expert: Any = None) -> dict[str, float]:
+                expert: Any = None, shortcuts: Shortcuts | None = None) -> dict[str, float]:
     """One iteration's choice update of the turns in `batch` that chose among admissible actions (and with
     `expert`, an ExpertReplay, the expert's choices on a few demonstrations)."""
     seqs = choice_sequences(batch, config.rollout.layout)
@@ -303,7 +379,7 @@ def choice_step(c: Components, config: TrainConfig, batch: Sequence[Trajectory],
         return {"choice_turns": 0.0}
     advantages = turn_advantages(config.algorithm, TurnTable.from_trajectories(batch), batch)
     stats = choice_update(c, seqs, advantages, config, shuffle_seed=config.train.seed * 1_000_003 + iteration,
-                          expert=expert)
+                          expert=expert, shortcuts=shortcuts)
     rows = [[t.row for t in s.turns] for s in seqs]
     adv = advantages[[r for seq_rows in rows for r in seq_rows]]
     # zero_variance_group_share: groups whose episodes all scored alike (only GiGPO's step groups can teach there)
