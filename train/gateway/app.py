@@ -1,6 +1,7 @@
 """The gateway over HTTP: a Starlette app (OpenAI's /v1 routes plus sessions) and a uvicorn server thread.
 
-    POST /v1/chat/completions           the harness's calls (stream optional); session = API key or X-Session-Id
+    POST /v1/chat/completions           the harness's calls (stream: token by token where the engine reports
+                                        its tokens); session = API key or X-Session-Id
     GET  /v1/models                     the one model served
     POST /v1/sessions                   open one: {"task"?, "group"?, "sample"?} -> {"id", "api_key"}
     GET  /v1/sessions/{id}              its calls, segments, rewards, status
@@ -18,14 +19,17 @@ must notice a caller hanging up while its call waits.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import secrets
 import threading
 import time
 from typing import Any
 
 from agentgym.errors import ConfigError, require
 from agentgym.train.gateway.merge import session_summary
-from agentgym.train.gateway.protocol import GatewayError, completion_body, stream_chunks
+from agentgym.train.gateway.protocol import (GatewayError, TextDeltas, completion_body, parse_chat_request,
+                                             stream_chunks, stream_tail, streams_tokens, text_chunk)
 from agentgym.train.gateway.service import ClientGone, Gateway
 
 
@@ -55,6 +59,78 @@ async def _body(request: Any, limit: int) -> Any:
         return json.loads(raw)
     except ValueError as exc:
         raise GatewayError(400, f"the body is not JSON: {exc}", code="invalid_json") from exc
+
+
+def _gone() -> Any:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": {"message": "client closed the request", "type": "client_closed", "param": None,
+                                   "code": None}}, status_code=499)
+
+
+def _sse(data: Any) -> str:
+    return f"data: {json.dumps(data)}\n\n"
+
+
+async def token_stream(gateway: Gateway, sid: str | None, body: Any, disconnected: Any) -> Any:
+    """A streamed call sent token by token as the engine samples it. The response starts with the first token,
+    so a call refused before any (unknown session, a bad request, the engine busy) still answers with its
+    OpenAI error status; an error after it is the stream's last event ({"error": ...}, which the official
+    client raises as an APIError). A reader that goes away cancels the call, which is then not recorded."""
+    from starlette.responses import StreamingResponse
+
+    loop = asyncio.get_running_loop()
+    tokens: asyncio.Queue[int] = asyncio.Queue()
+    task = asyncio.ensure_future(gateway.complete(
+        sid, body, disconnected, lambda token: loop.call_soon_threadsafe(tokens.put_nowait, token)))
+    first = asyncio.ensure_future(tokens.get())
+    await asyncio.wait({task, first}, return_when=asyncio.FIRST_COMPLETED)
+    if not first.done():
+        first.cancel()
+        try:
+            answer, parsed = task.result()   # refused or failed before any token: a plain error response
+        except ClientGone:
+            return _gone()
+        events = [_sse(c) for c in stream_chunks(answer, parsed.include_usage)]   # no token came: sent whole
+        return StreamingResponse(iter([*events, "data: [DONE]\n\n"]), media_type="text/event-stream")
+    head = {"id": f"chatcmpl-{secrets.token_hex(12)}", "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": gateway.config.model}
+
+    async def events() -> Any:
+        deltas = TextDeltas(gateway.chat.decode)
+        pending = [first.result()]
+        try:
+            yield _sse(text_chunk(head, {"role": "assistant", "content": ""}))
+            while True:
+                for token in pending:
+                    delta = deltas.push(token)
+                    if delta:
+                        yield _sse(text_chunk(head, {"content": delta}))
+                if task.done() and tokens.empty():
+                    break
+                getter = asyncio.ensure_future(tokens.get())
+                await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():
+                    getter.cancel()
+                pending = [getter.result()] if getter.done() and not getter.cancelled() else []
+                while not tokens.empty():
+                    pending.append(tokens.get_nowait())
+            try:
+                answer, parsed = task.result()
+            except GatewayError as exc:
+                yield _sse(exc.body())
+                return
+            except ClientGone:
+                return
+            answer = dataclasses.replace(answer, id=head["id"], created=head["created"])
+            for chunk in stream_tail(answer, deltas.rest(answer.content or ""), parsed.include_usage):
+                yield _sse(chunk)
+            yield "data: [DONE]\n\n"
+        finally:
+            if not task.done():
+                task.cancel()
+
+    return StreamingResponse(events(), media_type="text/event-stream")
 
 
 def session_id_of(request: Any) -> str | None:
@@ -88,11 +164,12 @@ def create_app(gateway: Gateway) -> Any:
             while (await request.receive())["type"] != "http.disconnect":
                 pass
 
+        if streams_tokens(parse_chat_request(body, gateway.config.max_new_tokens), gateway.engine.streams):
+            return await token_stream(gateway, session_id_of(request), body, disconnected)
         try:
             answer, parsed = await gateway.complete(session_id_of(request), body, disconnected)
         except ClientGone:  # nobody reads this; the connection is gone
-            return JSONResponse({"error": {"message": "client closed the request", "type": "client_closed",
-                                           "param": None, "code": None}}, status_code=499)
+            return _gone()
         if not parsed.stream:
             return JSONResponse(completion_body(answer))
         events = [f"data: {json.dumps(c)}\n\n" for c in stream_chunks(answer, parsed.include_usage)]

@@ -248,3 +248,48 @@ def stream_chunks(a: Answer, include_usage: bool) -> list[dict[str, Any]]:
     if include_usage:
         chunks.append({**head, "choices": [], "usage": a.usage()})
     return chunks
+
+
+def streams_tokens(request: ChatRequest, engine_streams: bool) -> bool:
+    """Whether a streamed call is sent token by token as the engine samples it: the engine reports its tokens,
+    and nothing decides the text only at the end (a tool call parsed from the whole completion, a stop string
+    cut from it). Otherwise it is sent by `stream_chunks` once generated."""
+    return request.stream and engine_streams and not (request.tools and request.parse_tools) \
+        and not request.sampling.stop
+
+
+class TextDeltas:
+    """Token ids in, text deltas out, as a stream sends them: the text of all tokens but the newest (the newest
+    may be the end-of-turn token the answer leaves out, or half of a character), less what was sent.
+    `rest(final)` is what the finished answer adds to that."""
+
+    def __init__(self, decode: Callable[[Sequence[int]], str]):
+        self.decode, self.ids, self.sent = decode, [], ""
+
+    def push(self, token: int) -> str:
+        self.ids.append(int(token))
+        text = self.decode(self.ids[:-1])
+        if not text.startswith(self.sent) or text.endswith("\ufffd"):  # a character still cut: wait
+            return ""
+        delta, self.sent = text[len(self.sent):], text
+        return delta
+
+    def rest(self, final: str) -> str:
+        return final[len(self.sent):] if final.startswith(self.sent) else ""
+
+
+def text_chunk(head: dict[str, Any], delta: dict[str, Any], **choice: Any) -> dict[str, Any]:
+    """One chat.completion.chunk of a token-by-token stream (`head`: its id, object, created and model)."""
+    return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None, "logprobs": None, **choice}]}
+
+
+def stream_tail(a: Answer, rest: str, include_usage: bool) -> list[dict[str, Any]]:
+    """A token-by-token stream's last chunks: what the finished answer adds to the text sent, the finish reason
+    with the completion's token ids and log-probs, then the usage chunk when asked."""
+    head = {"id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.model}
+    chunks = [text_chunk(head, {"content": rest})] if rest else []
+    chunks.append(text_chunk(head, {}, finish_reason=a.finish_reason, token_ids=list(a.completion_ids),
+                             logprobs=None if a.logprobs is None else {"content": a.logprobs}))
+    if include_usage:
+        chunks.append({**head, "choices": [], "usage": a.usage()})
+    return chunks

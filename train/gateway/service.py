@@ -129,10 +129,11 @@ class Gateway:
             calls.append(ToolCall(c["function"]["name"], args if isinstance(args, dict) else {"_value": args}))
         return get_format(self.chat.tool_format).render_calls(calls) if calls else ""
 
-    async def complete(self, sid: str | None, body: Any,
-                       disconnected: Callable[[], Awaitable[Any]] | None = None) -> tuple[Answer, ChatRequest]:
+    async def complete(self, sid: str | None, body: Any, disconnected: Callable[[], Awaitable[Any]] | None = None,
+                       on_token: Callable[[int], None] | None = None) -> tuple[Answer, ChatRequest]:
         """Run one call for session `sid`; `disconnected` resolves when the caller hangs up (then the call
-        is dropped, unrecorded, and `ClientGone` raised)."""
+        is dropped, unrecorded, and `ClientGone` raised; so is a call whose task is cancelled). `on_token(id)`
+        hears each completion token as the engine samples it (from the engine's thread)."""
         session = self.store.get(sid, for_call=True)
         request = parse_chat_request(body, self.config.max_new_tokens)
         prompt, spliced, retokenized = self.prompt_ids(session, request)
@@ -141,11 +142,15 @@ class Gateway:
             raise GatewayError(400, f"the prompt has {len(prompt)} tokens and max_tokens is "
                                f"{request.sampling.max_tokens}: more than the {limit} this gateway serves "
                                "(--max-context-tokens)", param="messages", code="context_length_exceeded")
-        future = self.engine.submit(GenerationRequest(tuple(prompt), request.sampling))
+        future = self.engine.submit(GenerationRequest(tuple(prompt), request.sampling), on_token)
         waiter = asyncio.wrap_future(future)
         watch = asyncio.ensure_future(disconnected()) if disconnected is not None else None
         try:
             done, _ = await asyncio.wait({waiter, *([watch] if watch else [])}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # a stream's reader went away: the call is lost, as a hang-up's
+            future.cancel()
+            self.store.lost(session)
+            raise
         finally:
             if watch is not None and not watch.done():
                 watch.cancel()
