@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym.engine.multiagent import Match, play_matches, seat_count
-from agentgym.train.collectors.base import Collected, Collector, turn_cap, usable
+from agentgym.train.collectors.base import Collected, Collector, drop_failed, turn_cap
 from agentgym.train.selfplay.league import League
 from agentgym.trajectory import Trajectory
 
@@ -63,9 +63,10 @@ class SelfPlayCollector(Collector):
                 matches.append((match, mine, "self" if member is None else member.name))
                 trained += [match.seats[seat] for seat in mine]
         stats = {**ctx.sanity(trained), **outcome_stats(matches)}
-        kept, failed, mixed = usable(trained, r.group_size)
+        # a later seat's first prompt holds the earlier seats' moves, so a group is one task (its seed) without
+        # one first prompt: only failed matches leave (the sync collectors' one-first-prompt check does not apply)
+        kept, failed = drop_failed(trained, min(2, r.group_size))
         stats.update(failed)
-        stats["groups_not_one_task"] = float(mixed)
         return Collected(kept, trained, stats)
 
     def advance(self, iteration: int) -> None:
