@@ -13,12 +13,14 @@ Per iteration (the quickstart_cpu preset, GiGPO, acting among admissible actions
 The checkpoint's own held-out eval is run once and shared (greedy on fixed seeds). Printed per run: held-out
 success, newly solved / failed vs the checkpoint (exact McNemar p), episodes and turns played, the share of
 groups with a non-zero advantage, the share of trained turns in a step group of size > 1, branch points and
-the branches' success, and the wall time.
+the branches' success, and the wall and CPU time (the CPU time includes the checkpoint's eval in the run
+that measures it).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import sys
 from pathlib import Path
@@ -44,6 +46,12 @@ def signal_row(run_dir: Path) -> dict[str, float]:
             "branch_success": mean("branch/success"), "train_success": mean("success")}
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children (the machine is shared: wall time says little)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def main(argv: list[str] | None = None) -> None:
     from learning_household import rl_curve
 
@@ -58,13 +66,14 @@ def main(argv: list[str] | None = None) -> None:
     common = ["eval.seeds=64", *args.overrides]
     shared_eval = args.out / "sft_eval_episodes.jsonl"
     print(f"{'run':<16}{'held-out':>9}{'vs SFT':>22}{'episodes':>9}{'turns':>7}{'live grp':>9}{'step>1':>8}"
-          f"{'points':>7}{'br succ':>8}{'s':>6}", flush=True)
+          f"{'points':>7}{'br succ':>8}{'s':>6}{'cpu s':>7}", flush=True)
     for seed in args.seeds:
         for mode in args.modes:
             out = args.out / mode
             out.mkdir(parents=True, exist_ok=True)
             if shared_eval.exists() and not (out / shared_eval.name).exists():
                 shutil.copy(shared_eval, out / shared_eval.name)  # the checkpoint's greedy eval: measured once
+            cpu = cpu_seconds()
             curve, paired, seconds, _ = rl_curve("gigpo", seed, args.sft_checkpoint, args.iterations,
                                                  args.iterations, out, [*MODES[mode], *common])
             if not shared_eval.exists():
@@ -75,11 +84,12 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{mode + ' s' + str(seed):<16}{curve[last]:>9.3f}"
                   f"{f'+{p.newly_solved}/-{p.newly_failed} (p {p.p_value:.3f})':>22}{s['episodes']:>9.0f}"
                   f"{s['turns']:>7.0f}{s['live_groups']:>9.2f}{s['step_turns']:>8.2f}{s['points']:>7.0f}"
-                  f"{s['branch_success']:>8.2f}{seconds:>6.0f}", flush=True)
+                  f"{s['branch_success']:>8.2f}{seconds:>6.0f}{cpu_seconds() - cpu:>7.0f}", flush=True)
             with open(args.out / "results.jsonl", "a") as f:
                 f.write(json.dumps({"mode": mode, "seed": seed, "sft": curve[0], "held_out": curve[last],
                                     "newly_solved": p.newly_solved, "newly_failed": p.newly_failed,
-                                    "p": p.p_value, "seconds": seconds, **s}) + "\n")
+                                    "p": p.p_value, "seconds": seconds, "cpu_seconds": cpu_seconds() - cpu,
+                                    **s}) + "\n")
     print(f"iteration 0 (the checkpoint): {curve[0]:.3f}")
 
 

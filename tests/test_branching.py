@@ -69,3 +69,47 @@ def test_refusals():
         branch_rollout(HOUSEHOLD, RandomPolicy(seed=0), None, [0], config=RolloutConfig(layout="fold"))
     with pytest.raises(ConfigError, match="G and branch.points must be"):
         BranchConfig(turns=(1,), G=0)
+
+
+def _played(n: int, revisits=(), failed: bool = False):
+    from agentgym.trajectory import Trajectory, Turn
+
+    turns = tuple(Turn(index=i, observation=f"o{i}", action=f"a{i}", prompt_ids=(), response_ids=(), logprobs=(),
+                       reward=0.0, reward_components={"revisit": -0.05} if i in revisits else {}) for i in range(n))
+    return Trajectory("e", 0, 0, 0, turns, False, "failed" if failed else "max_turns")
+
+
+def test_where_to_branch_turns_shares_and_rules():
+    import random
+
+    ten = _played(10, revisits=(3, 7))
+    assert BranchConfig(turns=(0, 4, 12)).turns_of(ten, random.Random(0)) == [0, 4]   # a turn it never reached: none
+    assert BranchConfig(shares=(0.5, 0.99, 0.0)).turns_of(ten, random.Random(0)) == [0, 5, 9]
+    assert BranchConfig(shares=(0.5,)).turns_of(_played(3), random.Random(0)) == [1]
+    assert BranchConfig(rule="late", points=2).turns_of(ten, random.Random(0)) == [8, 9]
+    assert BranchConfig(rule="revisit", points=2).turns_of(ten, random.Random(0)) == [3, 7]
+    three = BranchConfig(rule="revisit", points=3).turns_of(ten, random.Random(0))
+    assert {3, 7} < set(three) and len(three) == 3
+    drawn = BranchConfig(rule="random", points=4).turns_of(ten, random.Random(5))
+    assert drawn == sorted(set(drawn)) and len(drawn) == 4
+    assert BranchConfig(rule="random", points=4).turns_of(ten, random.Random(5)) == drawn  # the rng decides
+    assert BranchConfig(turns=(1,)).turns_of(_played(5, failed=True), random.Random(0)) == []
+    for bad in ({}, {"turns": (1,), "rule": "late"}, {"shares": (1.0,)}, {"rule": "loops"}, {"rule": "late", "points": 0}):
+        with pytest.raises(ConfigError):
+            BranchConfig(**bad)
+
+
+def test_a_replay_that_reaches_another_state_stops_naming_env_seed_and_turn():
+    from dataclasses import replace
+
+    from agentgym.errors import CheckError
+
+    trajs = branch_rollout(HOUSEHOLD, RandomPolicy(seed=4), None, [2], BranchConfig(turns=(2,), G=2),
+                           RolloutConfig(max_turns=5))
+    trunk = trajs[0]
+    moved = replace(trunk, turns=(*trunk.turns[:2], replace(trunk.turns[2], anchor="somewhere else"),
+                                  *trunk.turns[3:]))
+    from agentgym.engine.branching import grow_branches
+
+    with pytest.raises(CheckError, match=f"env {HOUSEHOLD} seed 2: replaying to turn 2 reached another state"):
+        grow_branches(HOUSEHOLD, RandomPolicy(seed=4), None, [(moved, 2)], 2, RolloutConfig(max_turns=5))
