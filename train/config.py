@@ -22,13 +22,13 @@ from agentgym.engine.rollout import RolloutConfig
 from agentgym.train.algorithm import AlgorithmSection, MOVED_ALGORITHM_KEYS  # noqa: F401  (re-exported)
 from agentgym.train.estimators import get_estimator
 from agentgym.train.updaters import refuse_unsupported, updater_for
-from agentgym.train.sft_section import SFTSection
 from agentgym.train.guardrails import GuardrailsSection
+from agentgym.train.sft_section import SFTSection
 from agentgym.train.config_loader import (PRESET_DIR, build, options_dict, read_yaml,  # noqa: F401  (re-exported)
                                           resolve_preset, with_overrides)
 from agentgym.train.collectors.async_collector import check_async, refuse_async_options
 from agentgym.train.collectors.lookahead import check_lookahead
-from agentgym.train.gateway.config import GatewaySection, check_gateway
+from agentgym.train.gateway_section import GatewaySection, check_gateway
 from agentgym.train.selfplay.config import SelfPlaySection, check_selfplay
 from agentgym.train.collectors.branching import BranchingSection, check_branching
 
@@ -303,7 +303,7 @@ class TrainConfig:
     selfplay: SelfPlaySection = field(default_factory=SelfPlaySection)
     """Self-play and a league on a multi-agent env (train/selfplay/config.py)."""
     gateway: GatewaySection = field(default_factory=GatewaySection)
-    """Train an outside harness through the OpenAI-compatible gateway (train/gateway/config.py)."""
+    """Train an outside harness through the OpenAI-compatible gateway (train/gateway_section.py)."""
 
     def __post_init__(self) -> None:
         a, m, r = self.algorithm, self.model, self.rollout

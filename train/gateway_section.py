@@ -7,10 +7,15 @@ With `gateway.harness` (a Python callable, "module:function") or `gateway.comman
 trainer's collector is "gateway" (train/collectors/): each iteration the harness runs rollout.groups tasks x
 rollout.group_size times against a gateway on loopback fronting the trainer's rollout policy, and the sessions
 are the batch. What that collection cannot serve is refused at load with the reason (`check_gateway`).
+
+The section stands here, not in train/gateway/, because that folder's `train_harness` runs a Trainer: the
+config must import nothing of a folder that imports it back (tests/test_architecture.py). The harness itself
+is built where it is served (gateway/training.py's `harness_of`).
 """
 from __future__ import annotations
 
 import importlib
+import shlex
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -67,12 +72,11 @@ def resolve(name: str, ref: str) -> Callable[..., Any]:
     return fn
 
 
-def harness_of(section: GatewaySection) -> Callable[..., Any]:
-    from agentgym.train.gateway.collector import command_harness
-
-    if section.command:
-        return command_harness(section.command, section.command_timeout_s)
-    return resolve("harness", section.harness)
+def _argv(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError as exc:
+        raise ConfigError(f"gateway.command={command!r} does not parse as a command line ({exc})") from exc
 
 
 def tasks_of(section: GatewaySection) -> Callable[[int], Any]:
@@ -107,7 +111,10 @@ def check_gateway(cfg: Any) -> None:
         if not ok:
             raise ConfigError(message)
     g = cfg.gateway
-    harness_of(g)   # an unimportable harness, tasks or reward function fails here, not an iteration in
+    if g.harness:   # an unimportable harness, tasks or reward function fails here, not an iteration in
+        resolve("harness", g.harness)
+    elif not _argv(g.command):
+        raise ConfigError(f"gateway.command={g.command!r} names no program: give the program that runs the agent once")
     tasks_of(g)
     if g.reward_fn:
         resolve("reward_fn", g.reward_fn)

@@ -12,7 +12,7 @@ ids and sampler log-probs are the engine's, so the stale-weights guard (sampler 
 them as it reads any rollout. The config's env is not played; eval.every must be 0 (an in-training eval
 plays the config's env, not the harness).
 
-From a config alone, `gateway.harness` or `gateway.command` (train/gateway/config.py) selects the same
+From a config alone, `gateway.harness` or `gateway.command` (train/gateway_section.py) selects the same
 collector, which then starts its own gateway and server in front of the trainer's policy: `agentgym train`
 runs it, checkpoints and resume included.
 """
@@ -25,7 +25,7 @@ from agentgym.errors import ConfigError
 from agentgym.train.collectors import collector_class
 from agentgym.train.collectors.base import Collected, Collector
 from agentgym.train.gateway.app import GatewayServer
-from agentgym.train.gateway.collector import GatewayCollector, Harness
+from agentgym.train.gateway.collector import GatewayCollector, Harness, command_harness
 from agentgym.train.gateway.service import Gateway, GatewayConfig
 
 
@@ -52,7 +52,7 @@ class GatewayTrainCollector(Collector):
 
     def _serve(self, ctx: Any, section: Any) -> GatewayCollector:
         """A gateway in front of the trainer's rollout policy, its server on loopback, and the collector over them."""
-        from agentgym.train.gateway.config import harness_of, resolve, tasks_of
+        from agentgym.train.gateway_section import resolve, tasks_of
 
         r = ctx.config.rollout
         gateway = gateway_for(ctx.config, ctx.policy(), ctx.chat, section.workers)
@@ -89,6 +89,15 @@ def attach(trainer: Any, collector: GatewayCollector) -> None:
     state = built.state_dict()
     built.close()
     trainer.collector = collector_class("gateway")(built.ctx, state, collector)
+
+
+def harness_of(section: Any) -> Callable[..., Any]:
+    """The harness the config's gateway section names: its program (`command`) or its callable (`harness`)."""
+    from agentgym.train.gateway_section import resolve
+
+    if section.command:
+        return command_harness(section.command, section.command_timeout_s)
+    return resolve("harness", section.harness)
 
 
 def gateway_for(config: Any, policy: Any, chat: Any, workers: int) -> Gateway:
