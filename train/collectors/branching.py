@@ -156,7 +156,7 @@ def declares_snapshots(env_id: str) -> bool | None:
 
     try:
         entry = spec(env_id).entry_point
-        creator = entry if callable(entry) else load_env_creator(str(entry))
+        creator: Any = entry if callable(entry) else load_env_creator(str(entry))
     except (RegistrationError, ImportError, AttributeError):
         return None
     if not isinstance(creator, type) or not issubclass(creator, TextEnv) \
