@@ -73,11 +73,11 @@ def test_the_packed_pass_gives_each_episodes_log_probs_and_gradients(group, with
     packed = packed_choice_logprobs(model, block, CPU, 1.0, trunk)
     plain = [sequence_choice_logprobs(model, s, CPU, 1.0) for s in seqs]  # every layer, the dense mask
     diff = max(float((a - b).abs().max()) for p, q in zip(packed, plain) for a, b in zip(p, q))
-    assert diff < 2e-5  # measured: 4.8e-6 (log-probs of ~-1.6)
+    assert diff < 2e-5  # measured: 4.8e-6, on log-probs down to -11.3
     g_packed, g_plain = _grads(model, _loss(packed, seqs)), _grads(model, _loss(plain, seqs))
     for name, g in g_plain.items():
-        # measured: 3.6e-7 at most, on gradient elements up to ~0.5
-        assert torch.allclose(g_packed[name], g, atol=2e-6, rtol=0), name
+        # measured: 1.6e-6 at most, on gradient elements up to 2.1
+        assert torch.allclose(g_packed[name], g, atol=1e-5, rtol=0), name
 
 
 def test_a_packed_trunk_of_other_weights_is_refused(group):
@@ -161,7 +161,7 @@ def test_the_update_with_shortcuts_equals_the_plain_update(group, choice_compone
         moved = max(float((a - b).abs().max()) for a, b in zip(plain.parameters(), start.parameters()))
         assert moved > 1e-3
         for (name, a), b in zip(plain.named_parameters(), short.parameters()):
-            assert torch.allclose(a, b, atol=1e-6, rtol=0), name   # measured: 1.5e-8 at most
+            assert torch.allclose(a, b, atol=1e-6, rtol=0), name   # measured: 1.2e-7 at most (steps ~5e-3)
 
 
 def test_a_reference_that_is_the_model_itself_is_never_taken_for_the_policy(group, choice_components):

@@ -1,0 +1,200 @@
+"""Episodes trained per minute of the quick start's RL stage: today's update and the shortcut one, side by side in
+one run, on the same episodes from the same weights.
+
+    python benchmarks/rl_throughput.py --checkpoint runs/quickstart_cpu/sft/ckpt-36     # the preset's 8 episodes
+    python benchmarks/rl_throughput.py --quick                # a tiny random model, 2 x 2 short episodes (the test)
+
+One rollout of the quickstart_cpu preset (household, admissible actions, 4 tasks x 2 plays, the rollout keeping
+the frozen trunk's output), timed; then each setting's choice update (train/updaters/choice_ppo.py) of that batch:
+
+  today     one row per episode, the KL reference's top layers run every update (choice_rows.PLAIN)
+  shortcut  a group's episodes packed by shared prefix (policies/packed_rows.py), the reference's pass skipped
+            while it holds the policy's weights (train/updaters/choice_rows.py)
+
+Each setting updates twice: at the warm start's weights (the RL stage's first iteration: the reference IS the
+policy) and again after that step (every later iteration: it is not). The RL stage of `--iterations` iterations
+is counted as one first update and (iterations - 1) later ones, each with its rollout:
+episodes per minute = iterations x episodes x 60 / (iterations x rollout + first + (iterations - 1) x later).
+Per phase: seconds, GFLOP counted as run (attention pairs in pieces; the rollout's scoring estimated from its
+turns, see rollout_flops) and GFLOP/s; update tokens and GFLOP per episode; padding share (rows are never
+padded: one row per forward). Exactness: the two settings' losses and the largest weight difference after the
+same step. The two settings alternate (today first) so a drifting machine load hits both.
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+QUICK = ["model.train_layers=2", "rollout.groups=2", "rollout.group_size=2", "rollout.max_turns=3",
+         "rollout.env_workers=1"]
+
+
+def rollout_flops(batch: list[Any], config: Any) -> float:
+    """Estimated forward FLOPs of the admissible policy's scoring: per turn, the prompt tokens the episode's
+    previous turn did not hold plus the candidate tree run through every layer against all keys before them
+    (the dense masked product), and the head on the tree's read rows."""
+    from agentgym.policies.candidate_block import prefix_tree
+    from agentgym.policies.trunk import forward_flops
+
+    total, layers = 0.0, config.num_hidden_layers
+    for traj in batch:
+        held = 0
+        for turn in traj.turns:
+            if turn.choice is None:
+                continue
+            n = len(turn.prompt_ids)
+            nodes = len(prefix_tree(turn.choice.candidates)[0])
+            q = max(n - held, 1) + nodes
+            total += forward_flops(config, q, n + nodes, layers, read=nodes + 1)
+            held = n
+    return total
+
+
+def set_weights(model: Any, weights: list[Any]) -> None:
+    import torch
+
+    with torch.no_grad():
+        for p, w in zip((p for p in model.parameters() if p.requires_grad), weights):
+            p.copy_(w)  # in place: the trunk's stamp (layers below the trainable block) is untouched
+
+
+def trained(model: Any) -> list[Any]:
+    return [p.detach().clone() for p in model.parameters() if p.requires_grad]
+
+
+def update(cfg: Any, model: Any, parts: dict[str, Any], batch: list[Any], shortcuts: Any, iteration: int
+           ) -> dict[str, float]:
+    from agentgym.train.batch import Components
+    from agentgym.train.setup import make_optimizer
+    from agentgym.train.updaters.choice_ppo import choice_step
+
+    optimizer, scheduler = make_optimizer(cfg, model, None)
+    c = Components(model=model, optimizer=optimizer, scheduler=scheduler, critic=None, tools=[], pad_id=0, **parts)
+    start = time.perf_counter()
+    metrics = choice_step(c, cfg, batch, iteration, shortcuts=shortcuts)
+    metrics["seconds"] = time.perf_counter() - start
+    metrics["rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return metrics
+
+
+def phase_rows(name: str, first: dict[str, float], later: dict[str, float], iterations: int, rollout_s: float,
+               rollout_gflop: float, episodes: int, optimizer_gflop: float) -> list[str]:
+    """The table's lines for one setting: per phase seconds / GFLOP / GFLOP/s over the RL stage's mix."""
+    def mix(key: str) -> float:
+        return (first.get(key, 0.0) + (iterations - 1) * later.get(key, 0.0)) / iterations
+
+    update_s = mix("seconds")
+    phases = [("rollout scoring", rollout_s, rollout_gflop),
+              ("trunk", mix("time/update_trunk"), mix("gflop/update_trunk")),
+              ("trainable block", mix("time/update_forward") + mix("time/update_backward"),
+               mix("gflop/update_forward") + mix("gflop/update_backward")),
+              ("reference", mix("time/update_reference"), mix("gflop/update_reference")),
+              ("optimizer", mix("time/update_optimizer"), optimizer_gflop)]
+    lines = [f"{name}: {iterations * episodes * 60 / (iterations * rollout_s + iterations * update_s):.2f} episodes/min"
+             f" (rollout {rollout_s:.1f} s + update {update_s:.1f} s an iteration; first update {first['seconds']:.1f}"
+             f" s, later {later['seconds']:.1f} s)"]
+    lines += [f"  {phase:<16}{secs:>8.1f} s{gflop:>9.1f} GFLOP{gflop / max(secs, 1e-9):>8.1f} GFLOP/s"
+              for phase, secs, gflop in phases]
+    tokens = mix("update/tokens") / episodes
+    lines.append(f"  update per episode: {tokens:.0f} tokens through the trainable block, "
+                 f"{mix('update/tflop') * 1e3 / episodes:.1f} GFLOP; row tokens {mix('update/packed_token_share'):.3f}"
+                 f" of the episodes' own rows; padding share 0.000; reference pass skipped "
+                 f"{first.get('update/reference_reused', 0):.0f} + {later.get('update/reference_reused', 0):.0f}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", default="", help="an SFT checkpoint dir (default: the base model)")
+    parser.add_argument("--quick", action="store_true", help="a tiny random model and 4 short episodes (tests)")
+    parser.add_argument("--iterations", type=int, default=0, help="RL iterations counted (default: the preset's)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("overrides", nargs="*", help="config overrides (key=value) on quickstart_cpu")
+    args = parser.parse_args(argv)
+    import torch
+
+    from agentgym.chat import ChatFormat
+    from agentgym.engine.rollout import rollout
+    from agentgym.policies.admissible import AdmissiblePolicy
+    from agentgym.train.config import load_config
+    from agentgym.train.setup import freeze_below_top_layers, load_model, make_reference
+    from agentgym.train.updaters.choice_rows import PLAIN, Shortcuts
+
+    torch.set_num_threads(args.threads)
+    checkpoint = args.checkpoint
+    tmp = tempfile.TemporaryDirectory()
+    if args.quick and not checkpoint:
+        from agentgym.train import tiny
+
+        checkpoint = str(tiny.build_tiny(Path(tmp.name) / "tiny", layers=4, hidden=64))
+    overrides = ["logging.progress=false", *(QUICK if args.quick else []), *args.overrides]
+    if checkpoint:
+        overrides.append(f"model.policy=checkpoint:{checkpoint}")
+    cfg = load_config("quickstart_cpu", overrides)
+    iterations = args.iterations or cfg.train.iterations
+    model, tok = load_model(cfg, Path(tmp.name))
+    model.eval()
+    freeze_below_top_layers(model, cfg.model.train_layers)
+    chat = ChatFormat.from_tokenizer(tok, cfg.rollout.tool_format)
+    r = cfg.rollout
+    policy = AdmissiblePolicy(model, tok, chat=chat)
+    policy.keep_trunk = True  # as the choice learner sets it (train/learners/choice.py)
+    rc = r.engine_config(temperature=r.temperature, stop=chat.stop_strings, seed=cfg.train.seed)
+    t = time.perf_counter()
+    batch = rollout(r.env, policy, chat, list(range(r.seed_start, r.seed_start + r.groups)), r.group_size, rc,
+                    env_kwargs=dict(r.env_kwargs) or None, reset_options={"split": "train"})
+    rollout_s = time.perf_counter() - t
+    scoring = policy.scoring_stats()
+    text = model.config.get_text_config()
+    rollout_gflop = rollout_flops(batch, text) / 1e9
+    episodes, turns = len(batch), sum(len(b.turns) for b in batch)
+    parts = dict(tokenizer=tok, policy=policy, chat=chat, ref=make_reference(cfg, model), device=torch.device("cpu"),
+                 env_id=r.env)
+    settings = {"today": PLAIN, "shortcut": Shortcuts()}
+    start = trained(model)
+    firsts: dict[str, dict[str, float]] = {}
+    after: dict[str, list[Any]] = {}
+    for name, shortcuts in settings.items():  # the first update: the reference holds the policy's weights
+        set_weights(model, start)
+        firsts[name] = update(cfg, model, parts, batch, shortcuts, 0)
+        after[name] = trained(model)
+    laters: dict[str, dict[str, float]] = {}
+    for name, shortcuts in settings.items():  # a later update: from the same stepped weights (today's)
+        set_weights(model, after["today"])
+        laters[name] = update(cfg, model, parts, batch, shortcuts, 1)
+    set_weights(model, start)
+    trainable = sum(w.numel() for w in start)
+    optimizer_gflop = 12 * trainable / 1e9  # AdamW with weight decay: ~12 FLOPs an element
+    print(f"{episodes} episodes, {turns} turns; rollout {rollout_s:.1f} s (scoring {scoring['seconds']:.1f} s, "
+          f"{scoring['prompt_tokens_run']:.0f} prompt tokens run, {scoring['prompt_tokens_reused']:.0f} reused, "
+          f"{scoring['candidate_tokens']:.0f} candidate tokens); {iterations} iterations counted; "
+          f"{torch.get_num_threads()} thread(s)")
+    out: dict[str, Any] = {"rollout_s": rollout_s, "episodes": episodes, "first": firsts, "later": laters}
+    for name in settings:
+        for line in phase_rows(name, firsts[name], laters[name], iterations, rollout_s, rollout_gflop, episodes,
+                               optimizer_gflop):
+            print(line)
+    moved = max(float((a - b).abs().max()) for a, b in zip(after["today"], after["shortcut"]))
+    step = max(float((a - b).abs().max()) for a, b in zip(after["today"], start))
+    rate = {n: iterations * episodes * 60 / (iterations * rollout_s + firsts[n]["seconds"]
+                                             + (iterations - 1) * laters[n]["seconds"]) for n in settings}
+    out.update(rates=rate, weight_diff=moved, step=step)
+    print(f"shortcut / today: {rate['shortcut'] / rate['today']:.2f}x episodes per minute, update "
+          f"{(firsts['today']['seconds'] + (iterations - 1) * laters['today']['seconds']) / (firsts['shortcut']['seconds'] + (iterations - 1) * laters['shortcut']['seconds']):.2f}x")
+    print(f"exactness: policy loss {firsts['today']['policy_loss']:.6f} vs {firsts['shortcut']['policy_loss']:.6f} "
+          f"(first), kl {laters['today']['kl']:.6g} vs {laters['shortcut']['kl']:.6g} (later); after the first step "
+          f"the weights differ by at most {moved:.2e} (the step moved them by up to {step:.2e}); grad norm "
+          f"{firsts['today']['grad_norm']:.6f} vs {firsts['shortcut']['grad_norm']:.6f}; peak RSS "
+          f"{max(m['rss_gb'] for m in (*firsts.values(), *laters.values())):.2f} GB")
+    sys.stdout.flush()
+    tmp.cleanup()
+    return out
+
+
+if __name__ == "__main__":
+    main()
