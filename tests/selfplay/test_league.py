@@ -1,0 +1,68 @@
+"""Self-play training on TicTacToe with the tiny model: a frozen opponent never trains, resume keeps the league,
+and the config refuses what self-play cannot run with."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from agentgym.errors import ConfigError
+from agentgym.train.config import load_config
+from agentgym.train.trainer import Trainer, train
+
+pytest.importorskip("textarena")
+
+
+def config(run_dir: Path, *extra: str):
+    return load_config("selfplay_tictactoe_cpu", [
+        "model.policy=tiny:keydoor", "model.lora.enabled=false", "rollout.groups=1", "rollout.group_size=2",
+        "selfplay.learner_seats=alternate", "selfplay.pool=[start]", "selfplay.eval_every=0", "optim.lr=0.01",
+        f"train.run_dir={run_dir}", "logging.progress=false", *extra])
+
+
+@pytest.mark.slow
+def test_a_frozen_opponent_never_trains(tmp_path):
+    trainer = Trainer(config(tmp_path, "train.iterations=1"))
+    try:
+        start = {k: v.clone() for k, v in trainer.collector.league.weights(trainer.collector.league.members[0]).items()}
+        collected = trainer.collector.collect(0)
+        trainer.collector.next_seed -= 1  # step() plays the same group again
+        trainer.step()
+        # only the learner's seat trains: one trajectory per match, in the learner's seat's group
+        assert len(collected.batch) == 2 and {t.group_id % 2 for t in collected.batch} == {0}
+        league = trainer.collector.league
+        frozen = league.weights(league.members[0])
+        assert all(torch.equal(frozen[k], start[k]) for k in start)  # the update left the frozen weights alone
+        moved = dict(trainer.model.named_parameters())
+        assert any(not torch.equal(moved[k].detach().cpu(), start[k]) for k in start)  # ... and moved the learner's
+        saved = torch.load(league.members[0].path, weights_only=True)
+        assert all(torch.equal(saved[k], start[k]) for k in start)
+    finally:
+        trainer.close()
+
+
+@pytest.mark.slow
+def test_resume_keeps_the_league(tmp_path):
+    train(config(tmp_path, "train.iterations=2", "selfplay.snapshot_every=1", "checkpoint.every=1"))
+    resumed = Trainer(config(tmp_path, "train.iterations=3", "selfplay.snapshot_every=1", "checkpoint.resume=auto"))
+    try:
+        league = resumed.collector.league
+        assert [m.name for m in league.members] == ["start", "snapshot-1", "snapshot-2"]
+        assert resumed.iteration == 2 and resumed.collector.next_seed == 2
+        snapshot = torch.load(tmp_path / "league" / "snapshot-2.pt", weights_only=True)
+        now = dict(resumed.model.named_parameters())  # the resumed weights are the ones the last snapshot froze
+        assert all(torch.equal(now[k].detach().cpu(), v) for k, v in snapshot.items())
+        resumed.run()
+        assert [m.name for m in resumed.collector.league.members][-1] == "snapshot-3"
+    finally:
+        resumed.close()
+
+
+def test_self_play_refuses_an_env_without_seats_and_unsupported_options(tmp_path):
+    with pytest.raises(ConfigError, match="does not say whose turn it is"):
+        config(tmp_path, "rollout.env_kwargs={}")
+    with pytest.raises(ConfigError, match="selfplay.eval_every"):
+        config(tmp_path, "eval.every=1")
+    with pytest.raises(ConfigError, match="selfplay.learner_seats must be one of"):
+        config(tmp_path, "selfplay.learner_seats=some")
