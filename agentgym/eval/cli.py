@@ -69,6 +69,9 @@ def _add_eval(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--tool-format", default="auto", metavar="NAME",
                    help="how the model writes tool calls (hermes, llama3, mistral, qwen3_coder, harmony, ...; "
                         "default auto: from its chat template)")
+    p.add_argument("--opponent", default=None, metavar="SPEC",
+                   help="pit --policy against SPEC on the suite's two-player envs, every seed in both seat orders "
+                        "(win/draw/loss with intervals, OUT/versus.json; TextArena games play opponent=seats)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_eval_command)
 
@@ -79,6 +82,10 @@ def run_eval_command(args: argparse.Namespace) -> int:
     from agentgym.eval.suites import resolve_envs
 
     suite_name, entries = resolve_envs(args.suite, args.suite_file, args.env)
+    if getattr(args, "opponent", None):
+        from agentgym.eval.versus import run_versus_command
+
+        return run_versus_command(args, entries)
     config = EvalConfig(policy=args.policy, entries=tuple(entries), out_dir=args.out, suite=suite_name,
                         episodes=args.episodes, samples=args.samples, split=args.split, seed=args.seed,
                         max_turns=args.max_turns, workers=args.workers, temperature=args.temperature,
