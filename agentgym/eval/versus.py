@@ -52,3 +52,52 @@ def format_record(name: str, record: dict[str, Any]) -> str:
     return (f"{name}: {record['win']}W {record['draw']}D {record['loss']}L of {record['games']} "
             f"(win {record['win_rate']:.2f} [{low:.2f}, {high:.2f}]"
             + (f", {record['error']} failed" if record["error"] else "") + ")")
+
+
+def seat_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A suite entry's kwargs for a match: TextArena's two-player games play their seats (opponent=seats) unless
+    the entry says otherwise."""
+    if env_id.startswith("agentgym/TextArena-") and "opponent" not in kwargs:
+        return {**kwargs, "opponent": "seats"}
+    return dict(kwargs)
+
+
+def run_versus_command(args: Any, entries: Sequence[Any]) -> int:
+    """`agentgym eval --opponent SPEC`: --policy against SPEC on every env of the suite, both seat orders; every
+    env is checked (seats, both specs load) before any match runs. Writes OUT/versus.json."""
+    import json
+    from pathlib import Path
+
+    from agentgym.engine.multiagent import load_seat_policy, seat_count
+    from agentgym.errors import ConfigError
+
+    if args.samples != 1 or args.async_mode or args.layout == "fold":
+        raise ConfigError("--opponent plays each seed once per seat order in the synchronous loop: drop --samples, "
+                          "--async and --layout fold")
+    envs = [(e.name, e.env_id, seat_kwargs(e.env_id, e.kwargs)) for e in entries]
+    for name, env_id, kwargs in envs:
+        if seat_count(env_id, kwargs) != 2:
+            raise ConfigError(f"{name} has more than two seats: --opponent pits two policies; pick two-player envs")
+    policy = load_seat_policy(args.policy, "policy (--policy)")
+    opponent = load_seat_policy(args.opponent, "opponent (--opponent)")
+    temperature = args.temperature if args.temperature is not None else 1.0
+    from agentgym.policy import SamplingParams
+
+    config = RolloutConfig(max_turns=args.max_turns, layout=args.layout or "trajectory",
+                           sampling=SamplingParams(temperature=temperature, max_tokens=args.max_tokens, seed=args.seed),
+                           env_workers=args.workers)
+    seeds = range(args.seed, args.seed + args.episodes)
+    results = {}
+    for name, env_id, kwargs in envs:
+        record = play_versus(env_id, policy, opponent, seeds, config, kwargs, names=(args.policy, args.opponent))
+        record.pop("matches")
+        results[name] = record
+        print(format_record(f"{name}: {args.policy} vs {args.opponent}", record["total"]))
+        for order in ("as_seat_0", "as_seat_1"):
+            print("  " + format_record(order, record[order]))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "versus.json").write_text(json.dumps({"policy": args.policy, "opponent": args.opponent,
+                                                 "seeds": list(seeds), "envs": results}, indent=1))
+    print(f"results: {out / 'versus.json'}")
+    return 0
