@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import atexit
 
-from agentgym.tools.sandbox.base import (DEPS_MOUNT, LABEL, WORKSPACE, ExecResult, Sandbox, SandboxError, SandboxLimits,
-                                         SandboxUnavailable)
+from agentgym.tools.sandbox.base import (DEPS_MOUNT, LABEL, WORKSPACE, ExecResult, Sandbox, SandboxError, SandboxFrozen,
+                                         SandboxLimits, SandboxUnavailable)
 
 BACKENDS = ("docker", "bwrap")
-__all__ = ["BACKENDS", "DEPS_MOUNT", "LABEL", "WORKSPACE", "ExecResult", "Sandbox", "SandboxError", "SandboxLimits",
-           "SandboxUnavailable", "backend_problem", "close_pools", "make_sandbox", "pick_backend", "sandbox_pool"]
+__all__ = ["BACKENDS", "DEPS_MOUNT", "LABEL", "WORKSPACE", "ExecResult", "Sandbox", "SandboxError", "SandboxFrozen",
+           "SandboxLimits", "SandboxUnavailable", "backend_problem", "close_pools", "make_sandbox", "pick_backend", "sandbox_pool"]
 _pools: dict[tuple, object] = {}
 
 

@@ -28,6 +28,11 @@ class SandboxError(AgentGymError):
     """The sandbox back end failed (daemon gone, container killed); the episode using it has failed."""
 
 
+class SandboxFrozen(SandboxError):
+    """The sandbox was stopped from outside (SIGSTOP, a freezer) during a command and not resumed within its
+    timeout: what the command did is unknown, so the episode has failed (not the agent)."""
+
+
 class SandboxUnavailable(SandboxError):
     """No usable back end here (no dockerd, no bwrap); the message says why and how to get one."""
 
@@ -181,6 +186,15 @@ class OutputBuffer:
 
     def text(self) -> tuple[str, bool]:
         return bounded_output(self.head, self.tail, self.dropped)
+
+
+def process_stopped(pid: int) -> bool:
+    """Whether a live process is stopped (state T: SIGSTOP, SIGTSTP, a cgroup freezer)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] == b"T"
+    except (OSError, IndexError):
+        return False
 
 
 def process_start_time(pid: int) -> str | None:

@@ -30,8 +30,9 @@ import time
 import uuid
 
 from agentgym.tools.sandbox.base import (DEPS_MOUNT, KILLED_BY_SIGKILL, MAX_OUTPUT, WORKSPACE, ExecResult, OutputBuffer,
-                                         SandboxError, SandboxLimits, SandboxUnavailable, checked_deps_dir, monotonic,
-                                         owner_alive, owner_tag, sandbox_env, tar_directory, workspace_path)
+                                         SandboxError, SandboxFrozen, SandboxLimits, SandboxUnavailable,
+                                         checked_deps_dir, monotonic, owner_alive, owner_tag, process_stopped,
+                                         sandbox_env, tar_directory, workspace_path)
 
 ROOT = os.environ.get("AGENTGYM_SANDBOX_DIR", os.path.join(tempfile.gettempdir(), "agentgym-sandbox"))
 SANDBOX_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKSPACE, "LANG": "C.UTF-8", "TMPDIR": "/tmp",
@@ -236,11 +237,13 @@ class BwrapSandbox:
         buffer = OutputBuffer(max_output)
         reader = threading.Thread(target=self._drain, args=(proc, buffer), daemon=True)
         reader.start()
-        timed_out = False
+        timed_out = frozen = False
         try:
             proc.wait(timeout=max(0.01, timeout_s))
         except subprocess.TimeoutExpired:
             timed_out = True
+            # bwrap runs outside the command's pid namespace: only something outside the sandbox can stop it
+            frozen = process_stopped(proc.pid)
             self._kill(proc)
             proc.wait()
         finally:
@@ -251,6 +254,10 @@ class BwrapSandbox:
         # The pipe closes once every process holding it is gone: a pid namespace full of a fork bomb's
         # children takes a moment to die, and we wait for it rather than return with them alive.
         reader.join(60.0)
+        if frozen:
+            raise SandboxFrozen(f"the sandbox was stopped from outside (SIGSTOP) during a command and not resumed "
+                                f"within its {timeout_s:g} s timeout; its processes were killed and what the command "
+                                "did is unknown")
         output, truncated = buffer.text()
         code = proc.returncode if proc.returncode is not None else -9
         if code < 0:  # bwrap itself was signalled
