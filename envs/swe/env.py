@@ -25,7 +25,8 @@ from agentgym.envs.swe.tasks import SWETask, apply_diff, diff_paths, read_tree
 from agentgym.envs.swe.testing import TestRun, run_pytest, summarize
 from agentgym.errors import ConfigError, MissingDependencyError
 from agentgym.toolcalls import Tool, ToolResult, tool
-from agentgym.tools.sandbox import SandboxError, SandboxLimits, SandboxUnavailable, pick_backend, sandbox_pool
+from agentgym.tools.sandbox import (SandboxError, SandboxFrozen, SandboxLimits, SandboxUnavailable, pick_backend,
+                                    sandbox_pool)
 
 HASH_SCRIPT = r"""import hashlib, os, stat
 h, code = hashlib.sha256(), hashlib.sha256()
@@ -307,7 +308,7 @@ class SWEEnv(ToolEnv):
         try:
             return fn()
         except SandboxError as exc:
-            if self.sandbox is None or not self.sandbox.alive():
+            if self.sandbox is None or not self.sandbox.alive() or isinstance(exc, SandboxFrozen):
                 self._failure = f"sandbox: {exc}"
             raise
 
