@@ -16,8 +16,9 @@ task (`info["task"]` at reset, else the first observation) is restated before th
 The `fold` layout grows like `trajectory` until a budget, then folds older turns into a summary
 (`agentgym.engine.folding`; the shapes of all three: `agentgym.engine.layouts`).
 
-A policy failure (a Generation with finish_reason "error", or an exception) or an env failure ends
-that episode with end_reason "failed" and its error message; the rest of the batch goes on.
+A policy failure (a Generation with finish_reason "error", or an exception) or an env failure (an exception,
+or a step whose info names a `failure`: the env's word that its infrastructure failed, as the SWE envs' dead
+sandbox) ends that episode with end_reason "failed" and its error message; the rest of the batch goes on.
 """
 from __future__ import annotations
 
@@ -231,7 +232,9 @@ class _Engine:
         ep.success = bool(info.get("success", False))
         ep.obs = self.chat.truncate_observation(result.obs, self.config.max_observation_tokens)
         ep.info = info
-        if result.terminated:
+        if info.get("failure"):  # the env's word that its infrastructure failed (a sandbox died): not the agent's
+            ep.fail(str(info["failure"]))
+        elif result.terminated:
             ep.end_reason = "terminated"
         elif ep.env_turns >= ep.limit:
             ep.end_reason = "max_turns"
