@@ -140,7 +140,7 @@ def behaviour_weights(proximal_logprobs: torch.Tensor, behaviour_logprobs: torch
     if cap < 1.0:
         raise ValueError(f"the behaviour weight cap must be >= 1 (e.g. 2.0), got {cap}")
     known = mask.bool() & torch.isfinite(behaviour_logprobs)                   # [B, T]
-    diff = torch.where(known, proximal_logprobs - torch.nan_to_num(behaviour_logprobs), torch.zeros_like(mask))
+    diff = torch.where(known, proximal_logprobs - torch.nan_to_num(behaviour_logprobs), torch.zeros_like(mask))  # [B, T]
     return torch.exp(diff.clamp(max=math.log(cap))).detach()                    # [B, T] w in (0, cap]
 
 
@@ -151,7 +151,7 @@ def decoupled_ppo_loss(logprobs: torch.Tensor, proximal_logprobs: torch.Tensor, 
                        denom: float | None = None) -> PolicyLossOut:
     """AReaL's decoupled PPO (module docstring): the clipped surrogate of π_θ against the proximal policy,
     weighted by the capped behaviour importance weight min(π_prox / π_behav, cap)."""
-    w = behaviour_weights(proximal_logprobs, behaviour_logprobs, mask, cap)
+    w = behaviour_weights(proximal_logprobs, behaviour_logprobs, mask, cap)  # [B, T], no gradient
     return ppo_policy_loss(logprobs, proximal_logprobs, advantages, mask, clip_low=clip_low, clip_high=clip_high,
                            dual_clip=dual_clip, ratio_level=ratio_level, segments=segments, agg=agg, denom=denom,
                            weights=w)
@@ -163,8 +163,8 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: st
     if estimator == "k1":
         return k1
     if estimator == "k3":
-        neg = (-k1).clamp(-20.0, 20.0)
-        return torch.exp(neg) - neg - 1.0
+        neg = (-k1).clamp(-20.0, 20.0)               # log π_ref - log π, kept finite
+        return torch.exp(neg) - neg - 1.0            # k3 >= 0, same shape as k1
     raise ValueError(f"kl estimator must be one of {KL_ESTIMATORS}, got {estimator!r}")
 
 
@@ -183,8 +183,8 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
     """
     err = (values - returns) ** 2                                            # [B, T]
     if clip is not None:
-        clipped = old_values + (values - old_values).clamp(-clip, clip)
-        err = torch.maximum(err, (clipped - returns) ** 2)
+        clipped = old_values + (values - old_values).clamp(-clip, clip)      # [B, T] V_old ± ε
+        err = torch.maximum(err, (clipped - returns) ** 2)                   # [B, T] the pessimistic error
     return 0.5 * aggregate(err, mask, agg, denom)
 
 
@@ -212,15 +212,15 @@ def trajectory_entropy(entropy: torch.Tensor, mask: torch.Tensor, traj: torch.Te
 
     `entropy`, `mask`, `traj` are [B, T]; `traj` holds non-negative trajectory ids, so the turns of one
     trajectory count together even when the step layout puts each turn in its own sample."""
-    m = mask.to(entropy.dtype)
-    flat = torch.where(mask.bool(), traj, torch.zeros_like(traj)).reshape(-1)
-    n = int(flat.max().item()) + 1 if flat.numel() else 1
+    m = mask.to(entropy.dtype)                                                  # [B, T]
+    flat = torch.where(mask.bool(), traj, torch.zeros_like(traj)).reshape(-1)   # [B*T] trajectory ids
+    n = int(flat.max().item()) + 1 if flat.numel() else 1                       # N_ids
     sums = torch.zeros(n, dtype=entropy.dtype, device=entropy.device).index_add(0, flat, (entropy * m).reshape(-1))
     counts = torch.zeros(n, dtype=entropy.dtype, device=entropy.device).index_add(0, flat, m.reshape(-1))
-    present = counts > 0
+    present = counts > 0                                                        # [N_ids] ids with action tokens
     if not bool(present.any()):
         return entropy.new_zeros(())
-    return (sums[present] / counts[present]).mean()
+    return (sums[present] / counts[present]).mean()                             # scalar: mean of H(τ_i)
 
 
 def epo_regulariser(entropy: torch.Tensor, mask: torch.Tensor, traj: torch.Tensor, coef: float,
@@ -237,7 +237,7 @@ def epo_regulariser(entropy: torch.Tensor, mask: torch.Tensor, traj: torch.Tenso
     0 inside it), and the adaptive weight pushes harder the further entropy falls below its history.
     (Written from the paper's description; its reference code was not reachable here.)
     """
-    h = trajectory_entropy(entropy, mask, traj)
+    h = trajectory_entropy(entropy, mask, traj)  # scalar H (with gradient); running, weight: python floats
     if running is None or running <= 0:
         return EpoOut(-coef * h, float(h.item()), coef)
     hv = max(float(h.item()), 1e-8)
