@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections import OrderedDict
 from typing import Any, Sequence
 
 from agentgym.errors import require
@@ -65,11 +66,16 @@ class AdmissiblePolicy(BasePolicy):
         self._chat = chat
         # what scoring cost since the last `scoring_stats()` (the trainer logs it per iteration)
         self._scoring = {"turns": 0.0, "seconds": 0.0, "prompt_tokens_run": 0.0, "prompt_tokens_reused": 0.0,
-                         "candidate_tokens": 0.0, "candidates": 0.0}
+                         "candidate_tokens": 0.0, "candidates": 0.0, "turns_reused": 0.0}
         # keep_trunk (the choice update turns it on): keep the hidden states entering the first trainable
         # layer from each scoring pass, so the update need not recompute the frozen trunk (rollout_trunk.py)
         self.keep_trunk = False
         self.trunk = RolloutTrunk()
+        # a turn scored before with these weights (the same prompt, the same candidates: a group's plays of one
+        # task until their picks part) is answered from here, not run again; cleared when the weights change
+        self.reuse_scores = True
+        self._scored: OrderedDict[tuple, list[list[float]]] = OrderedDict()
+        self._scored_version: int | None = None
 
     def scoring_stats(self) -> dict[str, float]:
         """Turns scored, seconds spent scoring, prompt tokens run vs served from the prefix store, candidate
@@ -138,6 +144,18 @@ class AdmissiblePolicy(BasePolicy):
 
         free = self.free
         start = time.perf_counter()
+        key = (tuple(prompt), tuple(map(tuple, cands)))
+        with free._lock:
+            version = free._weights_version()
+            if version != self._scored_version:
+                self._scored.clear()
+                self._scored_version = version
+            if self.reuse_scores and key in self._scored:
+                self._scored.move_to_end(key)
+                self._scoring["turns"] += 1
+                self._scoring["turns_reused"] += 1
+                self._scoring["seconds"] += time.perf_counter() - start
+                return [list(lp) for lp in self._scored[key]]
         with free._lock, torch.inference_mode():
             seen = free._weights_seen
             free.drop_stale_prefixes()
@@ -169,7 +187,12 @@ class AdmissiblePolicy(BasePolicy):
             tally["prompt_tokens_reused"] += past
             tally["candidate_tokens"] += len(block.ids) - (len(prompt) - past)
             tally["candidates"] += len(cands)
-        return split_scores(flat, block)
+            scores = split_scores(flat, block)
+            if self.reuse_scores:
+                self._scored[key] = scores
+                while len(self._scored) > 512:
+                    self._scored.popitem(last=False)
+        return [list(lp) for lp in scores]
 
     def _dtype(self) -> Any:
         return next(self.model.parameters()).dtype
