@@ -78,10 +78,10 @@ def batch_stats(samples: Sequence[Sample], scored: Scored, targets: Targets, tis
     stale_weights guard's figure then."""
     masks = [s.mask[1:] for s in samples]                      # per sample: [L-1] bool, action positions
     same = masks if fresh is None else [m & f for m, f in zip(masks, fresh)]
-    adv = np.concatenate([a[m] for a, m in zip(targets.advantages, masks)]) if samples else np.zeros(0)
+    adv = np.concatenate([a[m] for a, m in zip(targets.advantages, masks)]) if samples else np.zeros(0)  # [N actions]
     diff = np.concatenate([np.abs(o[m] - s.rollout_logprobs[1:][m]) for o, s, m
                            in zip(scored.old_logprobs, samples, same)]) if samples else np.zeros(0)
-    diff = diff[np.isfinite(diff)]  # a sampler may not report some log-probs (NaN)
+    diff = diff[np.isfinite(diff)]  # [N' <= N] a sampler may not report some log-probs (NaN)
     out = {"advantage_mean": float(adv.mean()) if adv.size else 0.0,
            "advantage_std": float(adv.std()) if adv.size else 0.0,
            "zero_advantage_share": float(np.mean(adv == 0)) if adv.size else 0.0,
@@ -93,7 +93,7 @@ def batch_stats(samples: Sequence[Sample], scored: Scored, targets: Targets, tis
         if not diff.size:
             del out["logprob_diff"], out["logprob_diff_max"]
     if targets.is_weights is not None and adv.size:
-        w = np.concatenate([w[m] for w, m in zip(targets.is_weights, masks)])
+        w = np.concatenate([w[m] for w, m in zip(targets.is_weights, masks)])  # [N actions]
         out.update({"tis/weight_mean": float(w.mean()), "tis/weight_min": float(w.min()),
                     "tis/capped_fraction": float(np.mean(w >= (tis_cap or np.inf) * (1 - 1e-9)))})
     if targets.loss_mask is not None:
@@ -109,4 +109,4 @@ def fresh_tokens(batch: Sequence[Any], samples: Sequence[Sample], version: int |
     if version is None:
         return None
     versions = np.array([t.policy_version for tr in batch for t in tr.turns], dtype=np.int64)  # [turn rows]
-    return [versions[np.maximum(s.row[1:], 0)] == version for s in samples]
+    return [versions[np.maximum(s.row[1:], 0)] == version for s in samples]  # per sample [L_i - 1] bool

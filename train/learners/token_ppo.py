@@ -32,10 +32,10 @@ class TokenPPO(Learner):
         self.ctx.sleep_engine()
         if a.igpo.coef:  # IGPO: information-gain turn rewards before any estimator reads them
             batch = self._with_info_gain(batch, metrics)
-        table = shape_rewards(a, TurnTable.from_trajectories(batch), batch, cfg.rollout.max_new_tokens)
-        scored = score(self.c, samples, cfg)
-        final = self._final_values(batch, table) if self.c.critic is not None else None
-        targets = build_targets(a, table, batch, samples, scored, final)
+        table = shape_rewards(a, TurnTable.from_trajectories(batch), batch, cfg.rollout.max_new_tokens)  # [R turn rows]
+        scored = score(self.c, samples, cfg)  # per sample: old (ref, value) log-probs, [L_i - 1] each
+        final = self._final_values(batch, table) if self.c.critic is not None else None  # [R]
+        targets = build_targets(a, table, batch, samples, scored, final)  # per sample: advantages [L_i - 1], ...
         if a.regularisers.epo_coef:
             targets = with_epo(targets, table, self.epo_running)
         stats = ppo_update(self.c, samples, scored, targets, cfg, shuffle_seed=cfg.train.seed * 1_000_003 + iteration,
@@ -48,7 +48,7 @@ class TokenPPO(Learner):
                                    fresh_tokens(batch, samples, collected.fresh_version)))
         metrics.update(start_distances(samples, scored.old_logprobs, scored.ref_logprobs,  # stale_weights' start
                                        moved_tokens(batch, samples, collected.fresh_version is not None)))
-        masks = [s.mask[1:] for s in samples]  # the no_signal guard's finer figures
+        masks = [s.mask[1:] for s in samples]  # per sample [L_i - 1] bool: action positions (no_signal's figures)
         metrics.update(signal_figures(batch, [s.row[1:][m] for s, m in zip(samples, masks)],
                                       [adv[m] for adv, m in zip(targets.advantages, masks)]))
         return True
@@ -59,8 +59,8 @@ class TokenPPO(Learner):
         c, a, temperature, micro = self.c, self.cfg.algorithm, self.cfg.rollout.temperature, self.cfg.train.micro_batch_size
         gains = info_gains(c.chat, batch, lambda contexts, probe, mask: answer_logprobs(
             c.model, contexts, probe, mask, c.device, c.pad_id, temperature, micro), a.igpo.mode)
-        scored = [g[:-1] for g, t in zip(gains, batch) if t.ground_truth and len(g) > 1]
-        flat = np.concatenate(scored) if scored else np.zeros(0)
+        scored = [g[:-1] for g, t in zip(gains, batch) if t.ground_truth and len(g) > 1]  # per episode [turns - 1]
+        flat = np.concatenate(scored) if scored else np.zeros(0)                          # [scored turns]
         metrics.update({"igpo/info_gain_mean": float(flat.mean()) if flat.size else 0.0,
                         "igpo/scored_turns": float(flat.size)})
         return with_info_gain(batch, gains, a.igpo.coef)
@@ -68,9 +68,9 @@ class TokenPPO(Learner):
     def _final_values(self, batch: Sequence[Trajectory], table: TurnTable) -> np.ndarray:
         """Per table row: the critic's value of the state after a trajectory's last turn where the episode
         was cut off (GAE bootstraps there), 0 elsewhere."""
-        r, c, final = self.cfg.rollout, self.c, np.zeros(len(table))
+        r, c, final = self.cfg.rollout, self.c, np.zeros(len(table))  # final: [R turn rows]
         assert table.terminated is not None  # the trainer's tables record it
-        cut = np.flatnonzero(last_rows(table) & ~table.terminated)
+        cut = np.flatnonzero(last_rows(table) & ~table.terminated)  # [K] rows ending a cut-off episode
         prompts = [next_prompt_ids(c.chat, batch[table.traj[i]], r.layout, r.history_turns, c.tools) for i in cut]
-        final[cut] = state_values(c, prompts, self.cfg)
+        final[cut] = state_values(c, prompts, self.cfg)  # [K] V(s_next) at each prompt's last position
         return final
