@@ -3,11 +3,11 @@ weights still samples the starting policy, whatever its precision noise; the gua
 one iteration of the learner moving, and a healthy run's sampler moves with the learner."""
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import numpy as np
 import pytest
+from test_guardrails import _rollouts_never_get_weights  # tests/train/: a rollout policy whose every push is lost
 
 from agentgym.train.batch import Sample
 from agentgym.train.config import load_config
@@ -20,18 +20,6 @@ pytest.importorskip("transformers")
 # user with a noisy (bf16) engine might set it: the plain gap rule cannot fire, only the distance from the start.
 KL_RUN = ["rollout.groups=2", "rollout.group_size=4", "eval.every=0", "train.mini_batches=2",
           "train.micro_batch_size=16", "algorithm.regularisers.kl_coef=0.01", "train.guardrails.max_logprob_gap=10"]
-
-
-def _rollouts_never_get_weights(monkeypatch):
-    """A rollout policy with its own copy of the weights (as a vLLM engine) whose every push is lost."""
-    from agentgym.policies.hf import HFPolicy
-    from agentgym.train import setup
-
-    class NoPush(HFPolicy):
-        def update_weights(self, state_dict):
-            pass
-
-    monkeypatch.setattr(setup, "make_policy", lambda cfg, model, tok: NoPush(copy.deepcopy(model), tok))
 
 
 def test_a_rollout_side_that_never_gets_weights_is_caught_at_the_first_iteration_after_an_update(tmp_path: Path,
