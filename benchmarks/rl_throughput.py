@@ -34,24 +34,35 @@ QUICK = ["model.train_layers=2", "rollout.groups=2", "rollout.group_size=2", "ro
          "rollout.env_workers=1"]
 
 
-def rollout_flops(batch: list[Any], config: Any) -> float:
+def rollout_flops(batch: list[Any], config: Any, reuse: bool) -> float:
     """Estimated forward FLOPs of the admissible policy's scoring: per turn, the prompt tokens the episode's
     previous turn did not hold plus the candidate tree run through every layer against all keys before them
-    (the dense masked product), and the head on the tree's read rows."""
+    (the dense masked product), and the head on the tree's read rows; with `reuse`, a turn whose prompt and
+    candidates an earlier episode's turn had costs nothing (the policy's memo)."""
+    import numpy as np
+
     from agentgym.policies.candidate_block import prefix_tree
+    from agentgym.policies.kv_cache import common_prefix
     from agentgym.policies.trunk import forward_flops
 
     total, layers = 0.0, config.num_hidden_layers
+    seen: set[tuple] = set()
+    prompts: list[Any] = []                    # what the prefix store holds: every prompt scored so far
     for traj in batch:
-        held = 0
         for turn in traj.turns:
             if turn.choice is None:
                 continue
-            n = len(turn.prompt_ids)
+            key = (tuple(turn.prompt_ids), turn.choice.candidates)
+            if reuse and key in seen:
+                continue
+            seen.add(key)
+            ids = np.asarray(turn.prompt_ids, dtype=np.int64)
+            n = len(ids)
+            held = max((common_prefix(ids, p) for p in prompts), default=0)
+            prompts.append(ids)
             nodes = len(prefix_tree(turn.choice.candidates)[0])
             q = max(n - held, 1) + nodes
             total += forward_flops(config, q, n + nodes, layers, read=nodes + 1)
-            held = n
     return total
 
 
@@ -83,13 +94,13 @@ def update(cfg: Any, model: Any, parts: dict[str, Any], batch: list[Any], shortc
 
 
 def phase_rows(name: str, first: dict[str, float], later: dict[str, float], iterations: int, rollout_s: float,
-               rollout_gflop: float, episodes: int, optimizer_gflop: float) -> list[str]:
+               scoring_s: float, rollout_gflop: float, episodes: int, optimizer_gflop: float) -> list[str]:
     """The table's lines for one setting: per phase seconds / GFLOP / GFLOP/s over the RL stage's mix."""
     def mix(key: str) -> float:
         return (first.get(key, 0.0) + (iterations - 1) * later.get(key, 0.0)) / iterations
 
     update_s = mix("seconds")
-    phases = [("rollout scoring", rollout_s, rollout_gflop),
+    phases = [("rollout scoring", scoring_s, rollout_gflop),
               ("trunk", mix("time/update_trunk"), mix("gflop/update_trunk")),
               ("trainable block", mix("time/update_forward") + mix("time/update_backward"),
                mix("gflop/update_forward") + mix("gflop/update_backward")),
@@ -142,46 +153,60 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     freeze_below_top_layers(model, cfg.model.train_layers)
     chat = ChatFormat.from_tokenizer(tok, cfg.rollout.tool_format)
     r = cfg.rollout
-    policy = AdmissiblePolicy(model, tok, chat=chat)
-    policy.keep_trunk = True  # as the choice learner sets it (train/learners/choice.py)
     rc = r.engine_config(temperature=r.temperature, stop=chat.stop_strings, seed=cfg.train.seed)
-    t = time.perf_counter()
-    batch = rollout(r.env, policy, chat, list(range(r.seed_start, r.seed_start + r.groups)), r.group_size, rc,
-                    env_kwargs=dict(r.env_kwargs) or None, reset_options={"split": "train"})
-    rollout_s = time.perf_counter() - t
-    scoring = policy.scoring_stats()
     text = model.config.get_text_config()
-    rollout_gflop = rollout_flops(batch, text) / 1e9
+    ref = make_reference(cfg, model)
+    played: dict[str, dict[str, Any]] = {}
+    for name, reuse in (("today", False), ("shortcut", True)):  # each setting's own rollout, from a cold policy
+        policy = AdmissiblePolicy(model, tok, chat=chat)
+        policy.keep_trunk = True  # as the choice learner sets it (train/learners/choice.py)
+        policy.reuse_scores = reuse
+        t = time.perf_counter()
+        batch = rollout(r.env, policy, chat, list(range(r.seed_start, r.seed_start + r.groups)), r.group_size, rc,
+                        env_kwargs=dict(r.env_kwargs) or None, reset_options={"split": "train"})
+        seconds = time.perf_counter() - t
+        scoring = policy.scoring_stats()
+        played[name] = dict(batch=batch, seconds=seconds, scoring=scoring, policy=policy,
+                            gflop=rollout_flops(batch, text, reuse) / 1e9)
+    same_play = [[t.response_ids for t in b.turns] for b in played["today"]["batch"]] == \
+        [[t.response_ids for t in b.turns] for b in played["shortcut"]["batch"]]
+    batch = played["today"]["batch"]
     episodes, turns = len(batch), sum(len(b.turns) for b in batch)
-    parts = dict(tokenizer=tok, policy=policy, chat=chat, ref=make_reference(cfg, model), device=torch.device("cpu"),
-                 env_id=r.env)
     settings = {"today": PLAIN, "shortcut": Shortcuts()}
+
+    def parts(name: str) -> dict[str, Any]:
+        return dict(tokenizer=tok, policy=played[name]["policy"], chat=chat, ref=ref, device=torch.device("cpu"),
+                    env_id=r.env)
+
     start = trained(model)
     firsts: dict[str, dict[str, float]] = {}
     after: dict[str, list[Any]] = {}
     for name, shortcuts in settings.items():  # the first update: the reference holds the policy's weights
         set_weights(model, start)
-        firsts[name] = update(cfg, model, parts, batch, shortcuts, 0)
+        firsts[name] = update(cfg, model, parts(name), played[name]["batch"], shortcuts, 0)
         after[name] = trained(model)
     laters: dict[str, dict[str, float]] = {}
     for name, shortcuts in settings.items():  # a later update: from the same stepped weights (today's)
         set_weights(model, after["today"])
-        laters[name] = update(cfg, model, parts, batch, shortcuts, 1)
+        laters[name] = update(cfg, model, parts(name), played[name]["batch"], shortcuts, 1)
     set_weights(model, start)
-    trainable = sum(w.numel() for w in start)
-    optimizer_gflop = 12 * trainable / 1e9  # AdamW with weight decay: ~12 FLOPs an element
-    print(f"{episodes} episodes, {turns} turns; rollout {rollout_s:.1f} s (scoring {scoring['seconds']:.1f} s, "
-          f"{scoring['prompt_tokens_run']:.0f} prompt tokens run, {scoring['prompt_tokens_reused']:.0f} reused, "
-          f"{scoring['candidate_tokens']:.0f} candidate tokens); {iterations} iterations counted; "
-          f"{torch.get_num_threads()} thread(s)")
-    out: dict[str, Any] = {"rollout_s": rollout_s, "episodes": episodes, "first": firsts, "later": laters}
+    optimizer_gflop = 12 * sum(w.numel() for w in start) / 1e9  # AdamW with weight decay: ~12 FLOPs an element
+    print(f"{episodes} episodes, {turns} turns, {iterations} iterations counted, {torch.get_num_threads()} thread(s); "
+          f"the two rollouts played the same actions: {'yes' if same_play else 'no'}")
+    out: dict[str, Any] = {"episodes": episodes, "first": firsts, "later": laters, "same_play": same_play,
+                           "rollout_s": {n: p["seconds"] for n, p in played.items()}}
     for name in settings:
-        for line in phase_rows(name, firsts[name], laters[name], iterations, rollout_s, rollout_gflop, episodes,
-                               optimizer_gflop):
+        p = played[name]
+        sc = p["scoring"]
+        print(f"{name} rollout: {p['seconds']:.1f} s, scoring {sc['seconds']:.1f} s ({sc['turns']:.0f} turns, "
+              f"{sc['turns_reused']:.0f} answered from the memo; {sc['prompt_tokens_run']:.0f} prompt tokens run, "
+              f"{sc['prompt_tokens_reused']:.0f} reused, {sc['candidate_tokens']:.0f} candidate tokens)")
+        for line in phase_rows(name, firsts[name], laters[name], iterations, p["seconds"], sc["seconds"], p["gflop"],
+                               episodes, optimizer_gflop):
             print(line)
     moved = max(float((a - b).abs().max()) for a, b in zip(after["today"], after["shortcut"]))
     step = max(float((a - b).abs().max()) for a, b in zip(after["today"], start))
-    rate = {n: iterations * episodes * 60 / (iterations * rollout_s + firsts[n]["seconds"]
+    rate = {n: iterations * episodes * 60 / (iterations * played[n]["seconds"] + firsts[n]["seconds"]
                                              + (iterations - 1) * laters[n]["seconds"]) for n in settings}
     out.update(rates=rate, weight_diff=moved, step=step)
     print(f"shortcut / today: {rate['shortcut'] / rate['today']:.2f}x episodes per minute, update "
