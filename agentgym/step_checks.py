@@ -5,6 +5,7 @@ components; and `guard`, which turns an exception of the env's code into a Check
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import warnings
@@ -76,7 +77,7 @@ def check_api(env: gym.Env) -> None:
     for name in ("action_space", "observation_space"):
         space = getattr(env, name, None)
         samples = ("", "héllo {\"json\": [1]}\n<tool_call>", "🤖" * 3)
-        if space is None or not all(guard("api", lambda s=s: space.contains(s)) for s in samples):
+        if space is None or not all(guard("api", functools.partial(space.contains, s)) for s in samples):
             raise CheckError(f"[api] {name} {space!r} must admit any UTF-8 text; use agentgym.Text()")
 
 
