@@ -37,7 +37,17 @@ from agentgym.policy import Generation, GenerationRequest, Policy, load_policy
 from agentgym.trajectory import Trajectory
 
 REWARD_MODES = ("game", "zero_sum")
-OUTCOMES = ("win", "draw", "loss", "error")
+OUTCOMES = ("win", "draw", "loss", "cut", "error")
+
+
+@dataclass(frozen=True)
+class Seat:
+    """A seat's filling: its policy, the chat format its prompts are laid out in (None: the policy's own) and the
+    name the match records for it (default: the policy's class name)."""
+
+    policy: Any
+    chat: ChatFormat | None = None
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -59,10 +69,18 @@ class Match:
     def failed(self) -> bool:
         return any(t.outcome == "error" for t in self.seats)
 
+    @property
+    def finished(self) -> bool:
+        """The game ended itself (not cut by a turn limit or a full context)."""
+        return any(t.end_reason == "terminated" for t in self.seats)
+
     def outcome(self, seat: int) -> str:
-        """win / draw / loss for `seat` by its return against the best other seat's; error when the match failed."""
+        """win / draw / loss for `seat` by its return against the best other seat's; "error" when the match
+        failed, "cut" when a turn limit or a full context stopped the game before it ended."""
         if self.failed:
             return "error"
+        if not self.finished:
+            return "cut"
         mine = self.returns[seat]
         best_other = max(r for s, r in enumerate(self.returns) if s != seat)
         return "win" if mine > best_other else "loss" if mine < best_other else "draw"
@@ -127,10 +145,13 @@ def load_seat_policy(spec: str, seat: int | str, **kwargs: Any) -> Policy:
 
 
 class _Match:
-    """Mutable state of one running match: one `_Episode` per seat, sharing the env in `slot`."""
+    """Mutable state of one running match: one `_Episode` per seat, sharing the env in `slot`, and the engine
+    (policy + chat) of each seat."""
 
-    def __init__(self, slot: int, seed: int, group_id: int, sample_index: int, num_seats: int):
+    def __init__(self, slot: int, seed: int, group_id: int, sample_index: int, num_seats: int,
+                 engines: list[_Engine], names: tuple[str, ...]):
         self.slot, self.seed, self.group_id, self.sample_index = slot, seed, group_id, sample_index
+        self.engines, self.names = engines, names
         self.eps = [_Episode(slot, seed, group_id * num_seats + s, sample_index) for s in range(num_seats)]
         self.started = [False] * num_seats
         self.pending: list[dict[str, Any] | None] = [None] * num_seats  # a seat's turn waiting for its outcome
@@ -144,10 +165,8 @@ class _Match:
 class _Seats:
     """The per-seat engines and the match logic of the turn loop."""
 
-    def __init__(self, pool: EnvPool, policies: Sequence[Policy], chats: Sequence[ChatFormat],
-                 config: RolloutConfig, num_seats: int, rewards: str):
-        self.pool, self.policies, self.num_seats, self.rewards = pool, list(policies), num_seats, rewards
-        self.engines = [_Engine(pool, p, c, config) for p, c in zip(policies, chats)]
+    def __init__(self, pool: EnvPool, num_seats: int, rewards: str):
+        self.pool, self.num_seats, self.rewards = pool, num_seats, rewards
 
     def start(self, m: _Match, result: ResetResult | EnvFailure) -> None:
         if isinstance(result, EnvFailure):
@@ -166,7 +185,7 @@ class _Seats:
             self.fail(m, f"the env named seat {seat!r} to move, not one of 0..{self.num_seats - 1}")
             return
         m.seat, m.obs, m.info = seat, obs, info
-        ep, engine = m.eps[seat], self.engines[seat]
+        ep, engine = m.eps[seat], m.engines[seat]
         if not m.started[seat]:  # a seat's episode starts at its first turn, with what it sees then
             assert m.reset is not None
             engine.start(ep, replace(m.reset, obs=obs, info=info))
@@ -187,7 +206,7 @@ class _Seats:
         merged = {**info, "valid_action": own.get("valid_action", True), "success": success,
                   "reward_components": own.get("reward_components") or {}}
         result = StepResult(obs, pending["reward"], terminated, truncated, merged, pending["env_s"])
-        self.engines[seat].record(m.eps[seat], pending["request"], pending["generation"], result,
+        m.engines[seat].record(m.eps[seat], pending["request"], pending["generation"], result,
                                   pending["generate_s"])
 
     def moved(self, m: _Match, gen: Generation, req: GenerationRequest, generate_s: float,
@@ -236,15 +255,17 @@ class _Seats:
         m.done = True
 
 
-def play_matches(env: Any, policies: Sequence[Policy], chats: ChatFormat | Sequence[ChatFormat | None] | None,
+def play_matches(env: Any, policies: Sequence[Any], chats: ChatFormat | Sequence[ChatFormat | None] | None,
                  seeds: Sequence[int], group_size: int = 1, config: RolloutConfig | None = None,
                  env_kwargs: dict[str, Any] | None = None, rewards: str = "game", start_group_id: int = 0,
                  reset_options: dict[str, Any] | None = None, players: Sequence[str] | None = None) -> list[Match]:
-    """Play `len(seats) * group_size` matches, seat s filled by `policies[s]`; matches come back group-major.
+    """Play `len(seeds) * group_size` matches; matches come back group-major.
 
-    `chats`: one chat format for every seat, one per seat, or None (each policy's own); a policy that fills
-    several seats is asked once per step for all of them. `players` names the seats' policies in the records
-    (default: their class names). The loop is synchronous; `config.layout` may be trajectory or step."""
+    `policies`: one seating for every group (seat s filled by `policies[s]`, a policy or a `Seat`), or one seating
+    per seed (a list of seatings), e.g. a learner against a different opponent in each group. `chats` (one
+    chat format for every seat, one per seat, or None: each policy's own) and `players` (the seats' names in the
+    records) apply to plain policies; a `Seat` carries its own. Requests of one policy are batched across seats
+    and matches, once per round. The loop is synchronous; `config.layout` may be trajectory or step."""
     config = config or RolloutConfig()
     if rewards not in REWARD_MODES:
         raise ConfigError(f"rewards must be one of {', '.join(REWARD_MODES)}, got {rewards!r}")
@@ -254,29 +275,47 @@ def play_matches(env: Any, policies: Sequence[Policy], chats: ChatFormat | Seque
         raise ConfigError("multi-agent episodes run in the synchronous loop with the trajectory or step layout: set "
                           "rollout.async_mode=false and rollout.layout=trajectory or step")
     num_seats = seat_count(env, env_kwargs)
-    check_seats(policies, num_seats)
+    per_group = bool(policies) and isinstance(policies[0], (list, tuple))
+    seatings = [list(s) for s in policies] if per_group else [list(policies)] * len(seeds)
+    if per_group and len(seatings) != len(seeds):
+        raise ConfigError(f"give one seating per seed: {len(seatings)} seatings for {len(seeds)} seeds")
+    for seating in seatings or [list(policies)]:
+        check_seats([s.policy if isinstance(s, Seat) else s for s in seating], num_seats)
     per_seat = list(chats) if isinstance(chats, (list, tuple)) else [chats] * num_seats
     if len(per_seat) != num_seats:
         raise ConfigError(f"chats: give one chat format, one per seat ({num_seats}), or None")
-    seat_chats = [_resolve_chat(p, c) for p, c in zip(policies, per_seat)]
-    names = tuple(players) if players is not None else tuple(type(p).__name__ for p in policies)
     if not seeds:
         return []
-    matches = [_Match(g * group_size + s, int(seed), start_group_id + g, s, num_seats)
-               for g, seed in enumerate(seeds) for s in range(group_size)]
-    options = {"tool_format": getattr(seat_chats[0], "tool_format", "hermes"), **(reset_options or {})}
+    matches = []
     own_pool = not isinstance(env, EnvPool)
-    pool = make_pool(env, len(matches), config.executor, config.env_workers, env_kwargs, None,
+    pool = make_pool(env, len(seeds) * group_size, config.executor, config.env_workers, env_kwargs, None,
                      config.env_timeout_s, ray_address=config.ray_address) if own_pool else env
     try:
-        seats = _Seats(pool, policies, seat_chats, config, num_seats, rewards)
+        engines: dict[tuple[int, int], _Engine] = {}  # one engine per (policy, chat): stateless across matches
+        for g, (seed, seating) in enumerate(zip(seeds, seatings)):
+            filled = [s if isinstance(s, Seat) else Seat(s, per_seat[k], players[k] if players else "")
+                      for k, s in enumerate(seating)]
+            seat_engines = []
+            for seat in filled:
+                chat = _resolve_chat(seat.policy, seat.chat)
+                key = (id(seat.policy), id(chat))
+                if key not in engines:  # a policy that reads no token ids has no context to fill
+                    tokens = getattr(seat.policy, "uses_tokens", True)
+                    engines[key] = _Engine(pool, seat.policy, chat,
+                                           config if tokens else replace(config, max_context_tokens=None))
+                seat_engines.append(engines[key])
+            names = tuple(s.name or type(s.policy).__name__ for s in filled)
+            matches += [_Match(g * group_size + k, int(seed), start_group_id + g, k, num_seats, seat_engines, names)
+                        for k in range(group_size)]
+        options = {"tool_format": getattr(matches[0].engines[0].chat, "tool_format", "hermes"), **(reset_options or {})}
+        seats = _Seats(pool, num_seats, rewards)
         for m, result in zip(matches, pool.reset([(m.slot, m.seed, options) for m in matches])):
             seats.start(m, result)
         _run(seats, matches)
     finally:
         if own_pool:
             pool.close()
-    return [Match(tuple(ep.to_trajectory() for ep in m.eps), tuple(m.order), names, m.group_id, m.seed)
+    return [Match(tuple(ep.to_trajectory() for ep in m.eps), tuple(m.order), m.names, m.group_id, m.seed)
             for m in matches]
 
 
@@ -289,14 +328,15 @@ def _run(seats: _Seats, matches: list[_Match]) -> None:
         for m in active:
             seat = m.seat
             assert seat is not None
-            req = seats.engines[seat].request(m.eps[seat])
+            req = m.engines[seat].request(m.eps[seat])
             if req is None:  # the seat's context is full: the match stops there
                 seats.finish(m, truncated=True, obs=m.obs, info=m.info)
                 continue
-            asking.setdefault(id(seats.policies[seat]), []).append((m, req))
+            asking.setdefault(id(m.engines[seat].policy), []).append((m, req))
         stepping: list[tuple[_Match, GenerationRequest, Generation, float]] = []
         for batch in asking.values():
-            policy = seats.policies[batch[0][0].seat]  # type: ignore[index]
+            first, _ = batch[0]
+            policy = first.engines[first.seat].policy  # type: ignore[index]
             t0 = time.perf_counter()
             gens = generate_isolated(policy, [req for _, req in batch])
             generate_s = time.perf_counter() - t0
