@@ -5,7 +5,7 @@
 
 Every seed is played once with `policy` in seat 0 and once in seat 1 (the same openings, both orders), so a
 first-mover advantage cancels out of the totals. The record counts the matches from `policy`'s side; a match
-a failure ended is counted apart (error), not as a loss. Rates carry 95% Wilson intervals.
+a failure ended (error) or a turn limit or full context cut short (cut) is counted apart, not as a loss or a draw. Rates carry 95% Wilson intervals.
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from agentgym.eval.metrics import wilson_interval
 
 def tally(matches: Sequence[Match], seat: int | Sequence[int]) -> dict[str, Any]:
     """Win / draw / loss counts, rates and 95% Wilson intervals of the policy in `seat` (one per match, or one
-    for all); errors are counted apart and left out of the rates."""
+    for all); failed and cut-short matches are counted apart and left out of the rates."""
     seats = [seat] * len(matches) if isinstance(seat, int) else list(seat)
-    counts = {"win": 0, "draw": 0, "loss": 0, "error": 0}
+    counts = {"win": 0, "draw": 0, "loss": 0, "cut": 0, "error": 0}
     for match, s in zip(matches, seats):
         counts[match.outcome(s)] += 1
     n = counts["win"] + counts["draw"] + counts["loss"]
@@ -51,7 +51,8 @@ def format_record(name: str, record: dict[str, Any]) -> str:
     low, high = record["win_ci"]
     return (f"{name}: {record['win']}W {record['draw']}D {record['loss']}L of {record['games']} "
             f"(win {record['win_rate']:.2f} [{low:.2f}, {high:.2f}]"
-            + (f", {record['error']} failed" if record["error"] else "") + ")")
+            + (f", {record['error']} failed" if record["error"] else "")
+            + (f", {record['cut']} cut short" if record["cut"] else "") + ")")
 
 
 def seat_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
