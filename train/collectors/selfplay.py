@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentgym.engine.multiagent import Match, play_matches, seat_count
+from agentgym.engine.multiagent import Match, Seat, play_matches, seat_count
 from agentgym.train.collectors.base import Collected, Collector, drop_failed, turn_cap
 from agentgym.train.selfplay.league import League
 from agentgym.trajectory import Trajectory
@@ -47,21 +47,21 @@ class SelfPlayCollector(Collector):
         seeds = list(range(self.next_seed, self.next_seed + r.groups))
         self.next_seed += r.groups
         learner = ctx.policy()
-        trained: list[Trajectory] = []
-        matches: list[tuple[Match, list[int], str]] = []
+        opponents: dict[str, Any] = {}  # one policy per league member this iteration: its requests batch together
+        seatings, members = [], []
         for g, seed in enumerate(seeds):
             mine = self.seating(g, iteration)
             member = None if len(mine) == self.seats else self.league.sample()
-            opponent = None if member is None else self.league.policy(member, learner, seed=seed)
-            policies = [learner if seat in mine else opponent for seat in range(self.seats)]
-            names = ["learner" if seat in mine else member.name for seat in range(self.seats)]  # type: ignore[union-attr]
-            chats = [ctx.chat if seat in mine else None for seat in range(self.seats)]
-            played = play_matches(ctx.env_id, policies, chats, [seed], r.group_size, config, dict(r.env_kwargs) or None,
-                                  rewards=s.rewards, start_group_id=seed, reset_options={"split": "train"},
-                                  players=names)
-            for match in played:
-                matches.append((match, mine, "self" if member is None else member.name))
-                trained += [match.seats[seat] for seat in mine]
+            if member is not None and member.name not in opponents:
+                opponents[member.name] = self.league.policy(member, learner, seed=seed)
+            seatings.append([Seat(learner, ctx.chat, "learner") if seat in mine else
+                             Seat(opponents[member.name], None, member.name)  # type: ignore[union-attr]
+                             for seat in range(self.seats)])
+            members.append((mine, "self" if member is None else member.name))
+        played = play_matches(ctx.env_id, seatings, None, seeds, r.group_size, config, dict(r.env_kwargs) or None,
+                              rewards=s.rewards, start_group_id=seeds[0], reset_options={"split": "train"})
+        matches = [(match, *members[k // r.group_size]) for k, match in enumerate(played)]
+        trained: list[Trajectory] = [match.seats[seat] for match, mine, _ in matches for seat in mine]
         stats = {**ctx.sanity(trained), **outcome_stats(matches)}
         # a later seat's first prompt holds the earlier seats' moves, so a group is one task (its seed) without
         # one first prompt: only failed matches leave (the sync collectors' one-first-prompt check does not apply)
@@ -94,7 +94,7 @@ def outcome_stats(matches: list[tuple[Match, list[int], str]]) -> dict[str, floa
             tallies.setdefault(f"seat_{seat}", []).append(outcome)
     stats: dict[str, float] = {}
     for key, outcomes in tallies.items():
-        played = [o for o in outcomes if o != "error"]
+        played = [o for o in outcomes if o in ("win", "draw", "loss")]
         for result in ("win", "draw", "loss"):
             stats[f"selfplay/{key}/{result}"] = played.count(result) / len(played) if played else 0.0
     return stats
