@@ -17,7 +17,7 @@ from typing import Any
 
 from agentgym.core import TextEnv, make_info
 from agentgym.envs.textworld.expert import TextWorldExpert
-from agentgym.envs.textworld.games import GameSpec, game_path
+from agentgym.envs.textworld.games import TEXTWORLD_LOCK, GameSpec, game_path
 from agentgym.errors import ConfigError, require
 from agentgym.tools import extract_tag
 
@@ -87,7 +87,7 @@ class TextWorldEnv(TextEnv):
             return
         textworld = require("textworld", "textworld")
         self.close()
-        with _quiet_jericho():
+        with _quiet_jericho(), TEXTWORLD_LOCK:
             try:
                 self._tw = textworld.start(path, request_infos=self._infos())
             except NotImplementedError as exc:  # Glulx (.ulx) games: TextWorld >= 1.7 dropped their interpreter
@@ -123,7 +123,7 @@ class TextWorldEnv(TextEnv):
             game_seed = _seed_from_task_id(str(options["task_id"]))
         path = str(options["game"]) if "game" in options else self._game_for(game_seed)
         self._open(path)
-        with _quiet_jericho():
+        with _quiet_jericho(), TEXTWORLD_LOCK:  # reset loads the game file
             self._state = state = self._tw.reset()
         self._done, self._history, self._score = False, [], int(state.score or 0)
         self._expert = TextWorldExpert()

@@ -12,11 +12,16 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from agentgym.errors import ConfigError, require
+
+# TextWorld parses game logic with one shared TatSu parser, which is not thread-safe: games generated or
+# loaded in threads at once (rollout.executor=thread) failed with "IndexError: pop from empty list"
+TEXTWORLD_LOCK = threading.Lock()
 
 # TextWorld's challenges and the settings they are generated with unless a spec overrides them
 CHALLENGES = {
@@ -70,7 +75,7 @@ def game_path(spec: GameSpec, seed: int, directory: str | os.PathLike | None = N
         return target
     tmp = Path(tempfile.mkdtemp(prefix=".gen-", dir=folder))
     try:
-        with warnings.catch_warnings():  # jericho's "unsupported game" notes while TextWorld records walkthroughs
+        with warnings.catch_warnings(), TEXTWORLD_LOCK:  # jericho's notes while TextWorld records walkthroughs
             warnings.filterwarnings("ignore", module="jericho")
             built = _compile(spec, seed, tmp / target.name)
         os.replace(built.with_suffix(".json"), target.with_suffix(".json"))  # the .z8 last: it marks "done"

@@ -176,3 +176,23 @@ def test_game_pool_cycles_training_games_and_keeps_held_out_games_apart(cache):
         pooled.reset(seed=1, options={"split": "test"})
     pooled.close()
     plain.close()
+
+
+@pytest.mark.slow
+def test_envs_in_threads_load_games_at_once(cache):
+    """rollout.executor=thread resets several envs at once; TextWorld's shared logic parser is not thread-safe
+    (every episode of the first RL iteration failed with "IndexError: pop from empty list")."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    envs = [TextWorldEnv(cache_dir=cache, **SMALL) for _ in range(6)]
+    for seed in range(6):  # compiled first: the race is in loading them
+        game_path(GameSpec(**SMALL), seed, cache)
+
+    def play(i: int) -> bool:
+        _, info = envs[i].reset(options={"game": str(game_path(GameSpec(**SMALL), i, cache))})
+        return bool(info["admissible_actions"])
+
+    with ThreadPoolExecutor(6) as pool:
+        assert all(pool.map(play, range(6)))
+    for env in envs:
+        env.close()
