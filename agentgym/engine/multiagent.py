@@ -157,7 +157,8 @@ class _Match:
         self.pending: list[dict[str, Any] | None] = [None] * num_seats  # a seat's turn waiting for its outcome
         self.reset: ResetResult | None = None
         self.seat: int | None = None
-        self.obs, self.info = "", {}
+        self.obs = ""
+        self.info: dict[str, Any] = {}
         self.order: list[int] = []
         self.done = False
 
@@ -281,7 +282,8 @@ def play_matches(env: Any, policies: Sequence[Any], chats: ChatFormat | Sequence
         raise ConfigError(f"give one seating per seed: {len(seatings)} seatings for {len(seeds)} seeds")
     for seating in seatings or [list(policies)]:
         check_seats([s.policy if isinstance(s, Seat) else s for s in seating], num_seats)
-    per_seat = list(chats) if isinstance(chats, (list, tuple)) else [chats] * num_seats
+    per_seat: list[ChatFormat | None] = [chats] * num_seats if chats is None or isinstance(chats, ChatFormat) \
+        else list(chats)
     if len(per_seat) != num_seats:
         raise ConfigError(f"chats: give one chat format, one per seat ({num_seats}), or None")
     if not seeds:
