@@ -83,7 +83,8 @@ class TextArenaEnv(TextEnv):
         self._rng_state = random.Random(0).getstate()
         self._opponent_rng = random.Random(0)
         self._opponent_seen: list[str] = []
-        self._done, self._started, self._final = True, False, None
+        self._done, self._started = True, False
+        self._final: float | None = None
         self.task_id = ""
 
     @property
