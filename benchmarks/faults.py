@@ -3,6 +3,8 @@
     python benchmarks/faults.py                      # 20 faults, sync, the tiny model (a few minutes)
     python benchmarks/faults.py --faults 40 --seed 3
     python benchmarks/faults.py --launch exec        # each run a fresh `python -m agentgym.train` (slower start)
+    python benchmarks/faults.py --launch exec --faults 4 --iterations 3 model.policy=vllm:tiny:keydoor \
+        model.vllm.enforce_eager=true                # a vLLM-CPU rollout engine (~110 s a start)
 
 The promise checked: a crash loses at most the work since the last checkpoint, and nothing else. A reference
 run (`toy_learning` on the tiny 2-layer Llama, checkpoint every iteration) is trained once, unkilled. Each
@@ -21,12 +23,15 @@ Where each kill landed is read from the run dir afterwards, not assumed from the
     rollout            the iteration started (the previous checkpoint is published) and wrote nothing yet
     startup            the (resumed) process was still loading: it had not yet rewritten config.json, which the
                        trainer writes last before its first rollout
+    shutdown           the last checkpoint was out and the process was ending (a vLLM engine's teardown)
 Some trials also corrupt the newest checkpoint after a kill (one flipped byte in trainer.pt or the weights):
 the resume must refuse it, say why, and go on from the checkpoint before it (still bit-exact).
 
 `--launch fork` (the default) starts each run by forking a parent that imported torch once and calls the
 `agentgym train` entry point (`agentgym.train.cli.main`) in the child: a real process, killed for real, but
-started in about a second instead of an import of torch each time; `--launch exec` runs the command itself.
+started in about a second instead of an import of torch each time; `--launch exec` runs the command itself
+(use it with a vLLM engine). Each run is its own process group, and a kill takes the whole group (a vLLM
+engine's core and worker processes with the trainer), as a machine's crash would.
 """
 from __future__ import annotations
 
@@ -65,7 +70,8 @@ class Run:
         if launch == "exec":
             env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
             self.proc: subprocess.Popen | None = subprocess.Popen(
-                [sys.executable, "-m", "agentgym.train", *argv], stdout=out, stderr=subprocess.STDOUT, env=env)
+                [sys.executable, "-m", "agentgym.train", *argv], stdout=out, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True)
             self.pid = self.proc.pid
         else:
             self.proc = None
@@ -73,6 +79,7 @@ class Run:
             if self.pid == 0:  # the child: the `agentgym train` entry point, its output to the log
                 code = 1
                 try:
+                    os.setsid()  # its own process group: the kill takes a vLLM engine's processes with it
                     os.dup2(out.fileno(), 1)
                     os.dup2(out.fileno(), 2)
                     sys.stdout = open(1, "w", buffering=1, closefd=False)
@@ -103,10 +110,14 @@ class Run:
         return code
 
     def kill(self) -> None:
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        """SIGKILL the run's whole process group: the trainer and what it started (a vLLM engine's core process
+        would otherwise outlive it and hold its memory), as a machine's crash would."""
+        for kill in (os.killpg, os.kill):  # os.kill: a forked child not yet in its own group
+            try:
+                kill(self.pid, signal.SIGKILL)
+                break
+            except ProcessLookupError:
+                pass
         if self.proc is not None:
             self.proc.wait()
         else:
@@ -335,6 +346,8 @@ def run_trial(trial: int, work: Path, iterations: int, launch: str, extra: list[
             run.wait(600)
             break  # the run got to its end first: nothing left to kill
         fault.landed, fault.iteration = landed(run_dir, run.launched_at), under_way(run_dir)
+        if published(run_dir) >= iterations:  # the last checkpoint was out: the process was ending (a vLLM engine's
+            fault.landed, fault.iteration = "shutdown", iterations  # teardown takes seconds)
         if rng.random() < corrupt_share:
             fault.corrupted = corrupt_newest(run_dir, rng)
         faults.append(fault)
@@ -457,7 +470,7 @@ def print_table(table: list[tuple], faults: list[Fault], wall_s: float, mode: st
         print(f"| {trial} | {kills or '-'} | {launches} | {refused} | {diff:.3g} | {lost} | {twice} | {verdict} |")
     print()
     print(f"faults injected: {len(faults)} SIGKILLs "
-          f"({', '.join(f'{p} {landed_counts[p]}' for p in (*PHASES, 'log write'))}); "
+          f"({', '.join(f'{p} {landed_counts[p]}' for p in (*PHASES, 'log write', 'shutdown'))}); "
           f"{sum(1 for f in faults if f.corrupted)} followed by a flipped byte in the newest checkpoint")
     if mode == "async":
         print(f"resumes whole: {sum(trial_exact(row, mode) for row in table)} of {len(table)} trials (async: "
