@@ -17,7 +17,7 @@ Per iteration (the quickstart_cpu preset, GiGPO, acting among admissible actions
 The checkpoint's held-out eval (greedy on fixed seeds: the same for every run) is measured once. Printed per
 run: held-out success, newly solved / failed vs the checkpoint (exact McNemar p), episodes and turns played,
 the share of groups with a non-zero advantage, the share of trained turns in a step group of size > 1,
-branch points and the branches' success, and the wall and CPU time of its training (its final eval included).
+branch points, the branch groups whose pass rate is strictly between 0 and 1, the branches' success, and the wall and CPU time of its training (its final eval included).
 """
 from __future__ import annotations
 
@@ -83,7 +83,8 @@ def signal_row(run_dir: Path) -> dict[str, float]:
     turns = sum(m.get("turns_played", m["turns"] * m.get("episodes_trained", 0.0)) for m in rows)
     return {"episodes": episodes, "turns": turns, "live_groups": mean("signal/live_group_share"),
             "step_turns": mean("signal/step_turn_share"), "points": sum(m.get("branch/points", 0.0) for m in rows),
-            "branch_success": mean("branch/success"), "train_success": mean("success")}
+            "branch_success": mean("branch/success"), "train_success": mean("success"),
+            "informative": sum(m.get("branch/informative_groups", 0.0) for m in rows)}
 
 
 def report(out: Path, modes: list[str], seeds: list[int]) -> None:
@@ -92,7 +93,7 @@ def report(out: Path, modes: list[str], seeds: list[int]) -> None:
     start = read_records(out / START)
     print(f"the checkpoint: {sum(r['outcome'] == 'success' for r in start)}/{len(start)} held-out")
     print(f"{'run':<16}{'held-out':>9}{'vs SFT':>22}{'episodes':>9}{'turns':>7}{'live grp':>9}{'step>1':>8}"
-          f"{'points':>7}{'br succ':>8}{'s':>6}{'cpu s':>7}")
+          f"{'points':>7}{'inform':>7}{'br succ':>8}{'s':>6}{'cpu s':>7}")
     for seed in seeds:
         for mode in modes:
             run_dir = out / f"{mode}-seed{seed}"
@@ -107,7 +108,7 @@ def report(out: Path, modes: list[str], seeds: list[int]) -> None:
             solved = sum(r["outcome"] == "success" for r in records if r["iteration"] == last)
             print(f"{mode + ' s' + str(seed):<16}{f'{solved}/{p.tasks}':>9}"
                   f"{f'+{p.newly_solved}/-{p.newly_failed} (p {p.p_value:.3f})':>22}{s['episodes']:>9.0f}"
-                  f"{s['turns']:>7.0f}{s['live_groups']:>9.2f}{s['step_turns']:>8.2f}{s['points']:>7.0f}"
+                  f"{s['turns']:>7.0f}{s['live_groups']:>9.2f}{s['step_turns']:>8.2f}{s['points']:>7.0f}{s['informative']:>7.0f}"
                   f"{s['branch_success']:>8.2f}{cost['seconds']:>6.0f}{cost['cpu_seconds']:>7.0f}")
 
 
