@@ -81,8 +81,11 @@ async def token_stream(gateway: Gateway, sid: str | None, body: Any, disconnecte
 
     loop = asyncio.get_running_loop()
     tokens: asyncio.Queue[int] = asyncio.Queue()
-    task = asyncio.ensure_future(gateway.complete(
-        sid, body, disconnected, lambda token: loop.call_soon_threadsafe(tokens.put_nowait, token)))
+
+    def heard(token: int) -> None:   # called from the engine's thread
+        loop.call_soon_threadsafe(tokens.put_nowait, token)
+
+    task = asyncio.ensure_future(gateway.complete(sid, body, disconnected, heard))
     first = asyncio.ensure_future(tokens.get())
     await asyncio.wait({task, first}, return_when=asyncio.FIRST_COMPLETED)
     if not first.done():
@@ -91,10 +94,10 @@ async def token_stream(gateway: Gateway, sid: str | None, body: Any, disconnecte
             answer, parsed = task.result()   # refused or failed before any token: a plain error response
         except ClientGone:
             return _gone()
-        events = [_sse(c) for c in stream_chunks(answer, parsed.include_usage)]   # no token came: sent whole
-        return StreamingResponse(iter([*events, "data: [DONE]\n\n"]), media_type="text/event-stream")
-    head = {"id": f"chatcmpl-{secrets.token_hex(12)}", "object": "chat.completion.chunk",
-            "created": int(time.time()), "model": gateway.config.model}
+        whole = [_sse(c) for c in stream_chunks(answer, parsed.include_usage)]   # no token came: sent whole
+        return StreamingResponse(iter([*whole, "data: [DONE]\n\n"]), media_type="text/event-stream")
+    cid, created = f"chatcmpl-{secrets.token_hex(12)}", int(time.time())
+    head = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": gateway.config.model}
 
     async def events() -> Any:
         deltas = TextDeltas(gateway.chat.decode)
@@ -122,7 +125,7 @@ async def token_stream(gateway: Gateway, sid: str | None, body: Any, disconnecte
                 return
             except ClientGone:
                 return
-            answer = dataclasses.replace(answer, id=head["id"], created=head["created"])
+            answer = dataclasses.replace(answer, id=cid, created=created)
             for chunk in stream_tail(answer, deltas.rest(answer.content or ""), parsed.include_usage):
                 yield _sse(chunk)
             yield "data: [DONE]\n\n"

@@ -75,7 +75,12 @@ class Engine:
         try:
             with self._lock:
                 if self.streams and any(listeners):
-                    self.policy.on_token = lambda i, token: listeners[i] and listeners[i](token)
+                    def route(i: int, token: int) -> None:
+                        listener = listeners[i]
+                        if listener is not None:
+                            listener(token)
+
+                    self.policy.on_token = route
                 try:
                     generations = self.policy.generate([r for r, _, _ in batch])
                 finally:

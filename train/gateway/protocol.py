@@ -264,7 +264,8 @@ class TextDeltas:
     `rest(final)` is what the finished answer adds to that."""
 
     def __init__(self, decode: Callable[[Sequence[int]], str]):
-        self.decode, self.ids, self.sent = decode, [], ""
+        self.decode, self.sent = decode, ""
+        self.ids: list[int] = []
 
     def push(self, token: int) -> str:
         self.ids.append(int(token))
