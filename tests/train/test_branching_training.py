@@ -295,3 +295,24 @@ def test_reset_options_the_env_cannot_replay_are_refused_before_the_first_play()
     with pytest.raises(ConfigError, match=r"replays plays reset with .*mistral.*does not restore them.*mode=off"):
         check_replayable(_section("test/ForgetsTheFormat-v0"), {"tool_format": "mistral", **OPTIONS})
     check_replayable(_section("test/ForgetsTheFormat-v0"), {"tool_format": "hermes", **OPTIONS})  # its default: fine
+
+
+@pytest.mark.slow
+def test_branches_restore_a_swe_workspace():
+    """SWE snapshots its workspace's files: a branch from turn 1 that sends the play's own next action gets the
+    play's answer from its restored sandbox (check_restored compares them), and solves the task as the play did."""
+    from agentgym.tools.sandbox import backend_problem
+
+    if backend_problem("bwrap"):
+        pytest.skip(f"bwrap sandbox unavailable: {backend_problem('bwrap')}")
+    ls = '<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>'
+    # `ls` on the task statement (only reset's info has "task"), then the oracle's fix
+    policy = ScriptedPolicy(lambda ctx: ls if "task" in ctx.info else ctx.env.oracle_action(), ChatFormat.simple())
+    config, kwargs = RolloutConfig(max_turns=6, executor="thread"), {"backend": "bwrap"}
+    plays = rollout("agentgym/SWE-Mini-v0", policy, None, [0], 1, config, kwargs, 0, reset_options=OPTIONS)
+    assert plays[0].success and len(plays[0].turns) >= 3
+    branches = grow_branches("agentgym/SWE-Mini-v0", policy, None, [(plays[0], 1)], 2, config, kwargs, 1, OPTIONS)
+    for b in branches:
+        assert b.error is None and b.success and b.shared_prefix == 1
+        assert [t.action for t in b.turns] == [t.action for t in plays[0].turns]
+        assert [t.observation for t in b.turns] == [t.observation for t in plays[0].turns]
