@@ -98,7 +98,7 @@ def test_a_packed_trunk_of_other_weights_is_refused(group):
     assert packed_trunk(block, [None, *trunks[1:]]) is None
 
 
-def test_rows_join_by_shared_prefix_within_the_token_budget(group):
+def test_the_rows_sharing_most_join_first_within_the_token_budget(group):
     _, seqs = group
     sizes = [len(packed_block(seqs, [i]).ids) for i in range(3)]
     assert pack_groups(seqs, [0, 1, 2], 10_000) == [[0, 1, 2]]
@@ -108,6 +108,7 @@ def test_rows_join_by_shared_prefix_within_the_token_budget(group):
 
     both = own_tokens(seqs[1]) + own_tokens(seqs[2]) - common_prefix(seqs[1].ids, seqs[2].ids)
     assert pack_groups(seqs, [1, 2, 0], both) == [[1, 2], [0]]          # 0 no longer fits
+    assert pack_groups(seqs, [0, 1, 2], both) == [[0], [1, 2]]          # 1 and 2 share most: they join first
     unrelated = ChoiceSequence((99, *seqs[0].ids), seqs[0].turns)
     assert pack_groups([*seqs, unrelated], [0, 3], 10_000) == [[0], [3]]  # nothing shared: its own row
 

@@ -40,26 +40,34 @@ def own_tokens(seq: Any) -> int:
 
 
 def pack_groups(seqs: Sequence[Any], order: Sequence[int], row_tokens: int, min_shared: int = 1) -> list[list[int]]:
-    """`order`'s sequences in rows: each joins the row it shares the longest conversation prefix with (at
-    least `min_shared` tokens) while that row stays within `row_tokens`, else starts one."""
+    """`order`'s sequences in rows of at most `row_tokens` tokens (estimated: their own rows, each shared
+    prefix counted once): the pairs sharing the longest conversation prefix (at least `min_shared` tokens)
+    join first, so a group's plays of one task end in one row before any row takes another task's play for
+    the system prompt alone. Rows keep `order`'s order."""
     from agentgym.policies.packed_rows import common_prefix
 
-    rows: list[list[int]] = []
-    sizes: list[int] = []
+    order = [int(i) for i in order]
+    root = {i: i for i in order}
+    size = {i: own_tokens(seqs[i]) for i in order}
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            i = root[i]
+        return i
+
+    pairs = sorted(((common_prefix(seqs[a].ids, seqs[b].ids), k, a, b) for k, a in enumerate(order)
+                    for b in order[k + 1:]), key=lambda p: (-p[0], p[1]))
+    for shared, _, a, b in pairs:
+        ra, rb = find(a), find(b)
+        if shared < min_shared:
+            break
+        if ra != rb and size[ra] + size[rb] - shared <= row_tokens:
+            root[rb] = ra
+            size[ra] += size[rb] - shared
+    rows: dict[int, list[int]] = {}
     for i in order:
-        own = own_tokens(seqs[i])
-        best, gain = -1, min_shared - 1
-        for r, members in enumerate(rows):
-            shared = max(common_prefix(seqs[i].ids, seqs[m].ids) for m in members)
-            if shared > gain and sizes[r] + own - shared <= row_tokens:
-                best, gain = r, shared
-        if best < 0:
-            rows.append([int(i)])
-            sizes.append(own)
-        else:
-            rows[best].append(int(i))
-            sizes[best] += own - gain
-    return rows
+        rows.setdefault(find(i), []).append(i)
+    return list(rows.values())
 
 
 def packed_block(seqs: Sequence[Any], members: Sequence[int]) -> Any:
