@@ -145,7 +145,7 @@ def pack_rows(rows: Sequence[tuple[Sequence[int], Turns]]) -> PackedBlock:
             key = (conv[j][prompt_len - 1], cands)
             if key not in seen:
                 start = len(ids)
-                node_of = {(): conv[j][prompt_len - 1]}
+                node_of: dict[tuple[int, ...], int] = {(): conv[j][prompt_len - 1]}
                 parents = []
                 for k, prefix in enumerate(nodes):
                     ids.append(prefix[-1])
