@@ -79,3 +79,15 @@ def test_start_distances_and_the_rule_by_hand():
     for bad in ({"min_policy_drift": 0.0}, {"max_start_share": 1.0}):
         with pytest.raises(Exception, match="train.guardrails"):
             GuardrailsSection(**bad)
+
+
+def test_an_async_run_whose_weights_arrive_raises_nothing(tmp_path: Path, capsys):
+    """Async (η = 1): only turns of weights published after an update count, so the first batches, sampled by
+    the starting weights by design, read nothing, and later ones track the learner."""
+    run = train(load_config("toy_learning", [f"train.run_dir={tmp_path}", "train.iterations=4", *KL_RUN,
+                                             "train.guardrails.max_logprob_gap=0.05", "train.mode=async",
+                                             "algorithm.loss.tis_cap=2"]))
+    metrics = read_metrics(run)
+    assert not any("guard/stale_weights" in m for m in metrics), capsys.readouterr().err
+    measured = [m for m in metrics if "policy_drift" in m]
+    assert measured and all(m["logprob_diff_start"] > 0.1 * m["policy_drift"] for m in measured), measured
