@@ -66,3 +66,25 @@ def test_self_play_refuses_an_env_without_seats_and_unsupported_options(tmp_path
         config(tmp_path, "eval.every=1")
     with pytest.raises(ConfigError, match="selfplay.learner_seats must be one of"):
         config(tmp_path, "selfplay.learner_seats=some")
+
+
+def test_the_sampling_rule_and_the_snapshot_cap(tmp_path):
+    from collections import Counter
+
+    from agentgym.train.selfplay.league import League
+
+    weights = {"w": torch.zeros(2)}
+    league = League.fresh(tmp_path, ("random", "start"), lambda: weights, sampling="latest", latest_share=0.75,
+                          max_snapshots=2, seed=3)
+    assert {league.sample().name for _ in range(50)} == {"random", "start"}  # uniform until a snapshot exists
+    for it in (2, 4, 6):
+        league.add_snapshot(it, {"w": torch.full((2,), float(it))})
+    assert [m.name for m in league.members] == ["random", "start", "snapshot-4", "snapshot-6"]  # the oldest left
+    drawn = Counter(league.sample().name for _ in range(4000))
+    assert abs(drawn["snapshot-6"] / 4000 - 0.75) < 0.03  # the newest with latest_share ...
+    for other in ("random", "start", "snapshot-4"):  # ... the rest uniformly
+        assert abs(drawn[other] / 4000 - 0.25 / 3) < 0.03
+    assert torch.equal(league.weights(league.members[-1])["w"], torch.full((2,), 6.0))
+    uniform = League.fresh(tmp_path / "u", ("random", "start"), lambda: weights, sampling="uniform", seed=3)
+    uniform.add_snapshot(1, weights)
+    assert all(abs(n / 3000 - 1 / 3) < 0.04 for n in Counter(uniform.sample().name for _ in range(3000)).values())
