@@ -68,6 +68,13 @@ def test_self_play_refuses_an_env_without_seats_and_unsupported_options(tmp_path
         config(tmp_path, "selfplay.learner_seats=some")
 
 
+@pytest.mark.slow
+def test_a_pool_spec_that_fails_to_load_is_refused_before_any_match(tmp_path):
+    with pytest.raises(ConfigError, match=r"seat selfplay.pool entry 'checkpoint:.*' .*failed to load"):
+        Trainer(config(tmp_path, f"selfplay.pool=[start, 'checkpoint:{tmp_path}/none']"))
+    assert not (tmp_path / "metrics.jsonl").exists()
+
+
 def test_the_sampling_rule_and_the_snapshot_cap(tmp_path):
     from collections import Counter
 

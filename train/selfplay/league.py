@@ -72,6 +72,14 @@ class League:
         if rng_state is not None:
             self.rng.setstate(rng_state)
         self._weights: dict[str, dict[str, Any]] = {}
+        self._specs: dict[str, Any] = {}
+        for member in members:
+            self._load_spec(member)
+
+    def _load_spec(self, member: Member) -> None:
+        """A spec member is loaded once, when it joins: one that fails is refused before any match, with the fix."""
+        if member.kind == "spec" and member.name not in self._specs:
+            self._specs[member.name] = load_seat_policy(member.name, f"selfplay.pool entry {member.name!r}")
 
     @classmethod
     def fresh(cls, run_dir: Path, pool: tuple[str, ...], start_weights: Callable[[], dict[str, Any]],
@@ -85,6 +93,7 @@ class League:
                 league.members.append(league._freeze(START, 0, start_weights()))
             else:
                 league.members.append(Member(name, "spec"))
+                league._load_spec(league.members[-1])
         return league
 
     def _freeze(self, name: str, iteration: int, weights: dict[str, Any]) -> Member:
@@ -137,7 +146,7 @@ class League:
             return load_seat_policy(f"random:{seed}", member.name)
         if member.kind == "frozen":
             return FrozenPolicy(learner, self.weights(member))
-        return load_seat_policy(member.name, member.name)
+        return self._specs[member.name]
 
     def state_dict(self) -> dict[str, Any]:
         return {"members": [asdict(m) for m in self.members], "rng": self.rng.getstate()}
