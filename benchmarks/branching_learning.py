@@ -8,6 +8,8 @@ and the training-signal figures the trainer logs (signal/..., branch/...).
     python benchmarks/branching_learning.py --sft-checkpoint DIR --stage start
     python benchmarks/branching_learning.py --sft-checkpoint DIR --stage train --modes all
     python benchmarks/branching_learning.py --sft-checkpoint DIR --stage report
+    # the training signal alone: each mode's batches played from the checkpoint, no update and no eval
+    python benchmarks/branching_learning.py --sft-checkpoint DIR --stage signal --iterations 2
 
 Per iteration (the quickstart_cpu preset, GiGPO, acting among admissible actions):
   independent  4 tasks x 2 plays (the preset's batch): 8 episodes
@@ -73,6 +75,33 @@ def train_run(mode: str, seed: int, ckpt: str, iterations: int, out: Path, overr
                                                    "cpu_seconds": cpu_seconds() - cpu}))
 
 
+def signal_at_start(modes: list[str], seed: int, ckpt: str, batches: int, out: Path, overrides: list[str]) -> None:
+    """Each mode's first `batches` batches played from the checkpoint as its collector plays them (the same
+    seeds), nothing trained: the signal each gives the first update. One line per batch to out/signal.jsonl."""
+    from agentgym.train.estimators.signal import estimator_signal
+    from agentgym.train.trainer import Trainer
+
+    for mode in modes:
+        cfg = config(mode, seed, ckpt, batches, out / f"signal-{mode}-seed{seed}", overrides)
+        trainer = Trainer(cfg)
+        try:
+            for i in range(batches):
+                t, cpu = time.perf_counter(), cpu_seconds()
+                got = trainer.collector.collect(i)
+                played = got.stats.get("episodes_played", float(len(got.first)))
+                turns = got.stats.get("turns_played", float(sum(len(x.turns) for x in got.first)))
+                row = {"mode": mode, "seed": seed, "batch": i, "episodes": played, "turns": turns,
+                       "success": sum(x.success for x in got.first) / len(got.first),
+                       **{k: v for k, v in got.stats.items() if k.startswith("branch/")},
+                       **estimator_signal(cfg.algorithm, got.batch), "seconds": time.perf_counter() - t,
+                       "cpu_seconds": cpu_seconds() - cpu}
+                with open(out / "signal.jsonl", "a") as f:
+                    f.write(json.dumps(row) + "\n")
+                print(json.dumps(row), flush=True)
+        finally:
+            trainer.close()
+
+
 def signal_row(run_dir: Path) -> dict[str, float]:
     """Totals and means over the run's iterations of what it played and the signal it trained on."""
     from agentgym.train.metrics import read_metrics
@@ -118,11 +147,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--iterations", type=int, default=6)
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
-    parser.add_argument("--stage", choices=("all", "start", "train", "report"), default="all")
+    parser.add_argument("--stage", choices=("all", "start", "train", "report", "signal"), default="all")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_branching"))
     parser.add_argument("overrides", nargs="*", help="config overrides for every run, e.g. train.torch_threads=1")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.stage == "signal":
+        for seed in args.seeds:
+            signal_at_start(args.modes, seed, args.sft_checkpoint, args.iterations, args.out, args.overrides)
+        return
     if args.stage in ("all", "start") and not (args.out / START).exists():
         start_eval(args.sft_checkpoint, args.out, args.overrides)
     if args.stage in ("all", "train"):
