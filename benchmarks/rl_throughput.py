@@ -83,6 +83,7 @@ def update(cfg: Any, model: Any, parts: dict[str, Any], batch: list[Any], shortc
     from agentgym.train.batch import Components
     from agentgym.train.setup import make_optimizer
     from agentgym.train.updaters.choice_ppo import choice_step
+    from agentgym.train.updaters.choice_rows import PLAIN
 
     optimizer, scheduler = make_optimizer(cfg, model, None)
     c = Components(model=model, optimizer=optimizer, scheduler=scheduler, critic=None, tools=[], pad_id=0, **parts)
@@ -90,6 +91,9 @@ def update(cfg: Any, model: Any, parts: dict[str, Any], batch: list[Any], shortc
     metrics = choice_step(c, cfg, batch, iteration, shortcuts=shortcuts)
     metrics["seconds"] = time.perf_counter() - start
     metrics["rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    print(f"  update ({'first' if iteration == 0 else 'later'}, {'today' if shortcuts == PLAIN else 'shortcut'}): "
+          f"{metrics['seconds']:.1f} s, {metrics['update/tflop'] * 1e3:.0f} GFLOP, {metrics['update/tokens']:.0f} "
+          f"tokens, loss {metrics['policy_loss']:.6f}, grad norm {metrics['grad_norm']:.6f}", flush=True)
     return metrics
 
 
@@ -168,6 +172,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         scoring = policy.scoring_stats()
         played[name] = dict(batch=batch, seconds=seconds, scoring=scoring, policy=policy,
                             gflop=rollout_flops(batch, text, reuse) / 1e9)
+        print(f"{name} rollout: {seconds:.1f} s, scoring {scoring['seconds']:.1f} s ({scoring['turns']:.0f} turns, "
+              f"{scoring['turns_reused']:.0f} answered from the memo; {scoring['prompt_tokens_run']:.0f} prompt tokens "
+              f"run, {scoring['prompt_tokens_reused']:.0f} reused, {scoring['candidate_tokens']:.0f} candidate tokens;"
+              f" ~{played[name]['gflop']:.0f} GFLOP)", flush=True)
     same_play = [[t.response_ids for t in b.turns] for b in played["today"]["batch"]] == \
         [[t.response_ids for t in b.turns] for b in played["shortcut"]["batch"]]
     batch = played["today"]["batch"]
@@ -198,9 +206,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for name in settings:
         p = played[name]
         sc = p["scoring"]
-        print(f"{name} rollout: {p['seconds']:.1f} s, scoring {sc['seconds']:.1f} s ({sc['turns']:.0f} turns, "
-              f"{sc['turns_reused']:.0f} answered from the memo; {sc['prompt_tokens_run']:.0f} prompt tokens run, "
-              f"{sc['prompt_tokens_reused']:.0f} reused, {sc['candidate_tokens']:.0f} candidate tokens)")
         for line in phase_rows(name, firsts[name], laters[name], iterations, p["seconds"], sc["seconds"], p["gflop"],
                                episodes, optimizer_gflop):
             print(line)
