@@ -34,14 +34,15 @@ def tally(matches: Sequence[Match], seat: int | Sequence[int]) -> dict[str, Any]
 
 def play_versus(env: Any, policy: Any, opponent: Any, seeds: Sequence[int], config: RolloutConfig | None = None,
                 env_kwargs: dict[str, Any] | None = None, chat: Any = None, opponent_chat: Any = None,
-                names: tuple[str, str] = ("policy", "opponent")) -> dict[str, Any]:
+                names: tuple[str, str] = ("policy", "opponent"), reset_options: dict[str, Any] | None = None
+                ) -> dict[str, Any]:
     """`policy` against `opponent` (two-seat env) on every seed in both seat orders: the record of each order
     ("as_seat_0", "as_seat_1") and of both together ("total"), from `policy`'s side, and the matches."""
     seeds = list(seeds)
     first = play_matches(env, [policy, opponent], [chat, opponent_chat], seeds, 1, config, env_kwargs,
-                         players=names)
+                         players=names, reset_options=reset_options)
     second = play_matches(env, [opponent, policy], [opponent_chat, chat], seeds, 1, config, env_kwargs,
-                          players=names[::-1])
+                          players=names[::-1], reset_options=reset_options)
     return {"as_seat_0": tally(first, 0), "as_seat_1": tally(second, 1),
             "total": tally(first + second, [0] * len(first) + [1] * len(second)), "matches": first + second}
 
@@ -65,16 +66,20 @@ def seat_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def run_versus_command(args: Any, entries: Sequence[Any]) -> int:
     """`agentgym eval --opponent SPEC`: --policy against SPEC on every env of the suite, both seat orders; every
-    env is checked (seats, both specs load) before any match runs. Writes OUT/versus.json."""
+    env is checked (seats, both specs load) before any match runs. Writes OUT/versus.json (a rerun plays every
+    match again: there is no resume log). The context flags apply; options that write trajectories are refused."""
     import json
     from pathlib import Path
 
     from agentgym.engine.multiagent import load_seat_policy, seat_count
     from agentgym.errors import ConfigError
 
-    if args.samples != 1 or args.async_mode or args.layout == "fold":
+    if args.samples != 1 or args.async_mode or args.layout == "fold" or args.fold_at_tokens is not None:
         raise ConfigError("--opponent plays each seed once per seat order in the synchronous loop: drop --samples, "
-                          "--async and --layout fold")
+                          "--async, --layout fold and --fold-at-tokens")
+    if args.keep_prompt_ids or args.tool_format != "auto":
+        raise ConfigError("--opponent writes win/draw/loss records (versus.json), no trajectories, and TextArena "
+                          "games take no tool calls: drop --keep-prompt-ids and --tool-format")
     envs = [(e.name, e.env_id, seat_kwargs(e.env_id, e.kwargs)) for e in entries]
     for name, env_id, kwargs in envs:
         if seat_count(env_id, kwargs) != 2:
@@ -84,13 +89,16 @@ def run_versus_command(args: Any, entries: Sequence[Any]) -> int:
     temperature = args.temperature if args.temperature is not None else 1.0
     from agentgym.policy import SamplingParams
 
-    config = RolloutConfig(max_turns=args.max_turns, layout=args.layout or "trajectory",
+    context = {name: getattr(args, name) for name in ("history_turns", "max_context_tokens", "max_observation_tokens")
+               if getattr(args, name) is not None}
+    config = RolloutConfig(max_turns=args.max_turns, layout=args.layout or "trajectory", **context,
                            sampling=SamplingParams(temperature=temperature, max_tokens=args.max_tokens, seed=args.seed),
                            env_workers=args.workers)
     seeds = range(args.seed, args.seed + args.episodes)
     results = {}
     for name, env_id, kwargs in envs:
-        record = play_versus(env_id, policy, opponent, seeds, config, kwargs, names=(args.policy, args.opponent))
+        record = play_versus(env_id, policy, opponent, seeds, config, kwargs, names=(args.policy, args.opponent),
+                             reset_options={"split": args.split})
         record.pop("matches")
         results[name] = record
         print(format_record(f"{name}: {args.policy} vs {args.opponent}", record["total"]))
