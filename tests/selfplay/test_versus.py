@@ -18,7 +18,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 def test_two_policies_play_both_seat_orders(tmp_path):
     done = run("--policy", "random:1", "--opponent", "random:2", "--env", "agentgym/TextArena-TicTacToe-v0",
-               "--episodes", "3", "--out", str(tmp_path))
+               "--episodes", "3", "--max-observation-tokens", "300", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     record = json.loads((tmp_path / "versus.json").read_text())["envs"]["agentgym/TextArena-TicTacToe-v0"]
     assert record["as_seat_0"]["games"] == 3 and record["as_seat_1"]["games"] == 3 and record["total"]["games"] == 6
@@ -36,6 +36,12 @@ def test_an_opponent_that_fails_to_load_is_refused_before_any_match(tmp_path):
     assert done.returncode != 0
     assert "opponent (--opponent): the policy spec" in done.stderr and "failed to load" in done.stderr
     assert not (tmp_path / "out" / "versus.json").exists()
+
+
+def test_options_that_write_trajectories_are_refused(tmp_path):
+    done = run("--policy", "random", "--opponent", "random", "--env", "agentgym/TextArena-TicTacToe-v0",
+               "--keep-prompt-ids", "--out", str(tmp_path))
+    assert done.returncode != 0 and "drop --keep-prompt-ids" in done.stderr
 
 
 def test_a_one_player_env_is_refused(tmp_path):
