@@ -147,7 +147,7 @@ class DockerSandbox:
         except SandboxError:
             raise
         except Exception as exc:
-            raise SandboxError(f"the container failed: {type(exc).__name__}: {str(exc)[:200]}") from exc
+            raise SandboxError(f"the container failed: {_said(exc)}") from exc
         return code, out or b"", err or b""
 
     def _send_stdin(self, exec_id: str, data: bytes) -> tuple[bytes, bytes]:
@@ -199,7 +199,7 @@ class DockerSandbox:
                                             workdir=workdir, environment=self.env)["Id"]
             stream = self._api.exec_start(exec_id, stream=True)
         except Exception as exc:
-            raise SandboxError(f"the container failed: {type(exc).__name__}: {str(exc)[:200]}") from exc
+            raise SandboxError(f"the container failed: {_said(exc)}") from exc
         buffer, failure = OutputBuffer(max_output), []
         reader = threading.Thread(target=_drain, args=(stream, buffer, failure), daemon=True)
         reader.start()
@@ -387,8 +387,12 @@ class DockerPool:
                     _remove_quietly(container)
 
     def acquire(self) -> DockerSandbox:
-        with self._lock:
-            container = self._ready.popleft() if self._ready else None
+        while True:
+            with self._lock:
+                container = self._ready.popleft() if self._ready else None
+            if container is None or _running(container):
+                break
+            _remove_quietly(container)  # stopped while it waited (a daemon restart stops them): never handed out
         self._wake.set()
         return DockerSandbox(self.image, self.limits, container=container, deps_dir=self.deps_dir)
 
@@ -402,6 +406,21 @@ class DockerPool:
             ready, self._ready = list(self._ready), collections.deque()
         for container in ready:
             _remove_quietly(container)
+
+
+def _said(exc: Exception) -> str:
+    """An exception in a line: the daemon's own explanation first (an API error's str starts with the URL,
+    which cut at 200 characters hid the cause: "... is paused, unpause the container before exec")."""
+    explanation = getattr(exc, "explanation", None)
+    return f"{type(exc).__name__}: {str(explanation or exc)[:300]}"
+
+
+def _running(container: Any) -> bool:
+    try:
+        container.reload()
+        return container.status == "running"
+    except Exception:
+        return False
 
 
 def _remove_quietly(container: Any) -> None:
