@@ -40,6 +40,7 @@ from agentgym.train.health import rollout_health, trends
 from agentgym.train.learners import build_learner
 from agentgym.train.learners.base import LearnerContext, batch_stats  # noqa: F401  (re-exported)
 from agentgym.train.metrics import MetricsWriter, infra_figures, rollout_metrics, write_rollouts
+from agentgym.train.run_state import RunParts, restore_run, save_run
 from agentgym.train.samples import build_samples, verify_samples
 from agentgym.train.setup import build_components, make_optimizer, make_policy
 from agentgym.trajectory import Trajectory
@@ -275,27 +276,10 @@ class Trainer:
         return {"merge/change_kept": kept, "merge/weight_change_norm": change}
 
     def save(self) -> Path:
-        sharded = D.is_fsdp(self.dist)  # its optimizer and critic state live in dcp/ only
-        state = {"optimizer": None if sharded else self.optimizer.state_dict(),
-                 "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
-                 "critic": self.critic.state_dict() if self.critic is not None and not sharded else None,
-                 **self.learner.state_dict(), **self.collector.state_dict()}  # next_seed, async_pending, archer
+        extra = self.collector.state_dict()  # next_seed, async_pending
         if self._trained_weights is not None:  # the model holds the merge; a resume trains on from these
-            state["trained_weights"] = self._trained_weights
-        if self.dist is None:
-            return ck.save_checkpoint(self.run_dir, self.iteration, self.model, self.tokenizer, state,
-                                      self.cfg.checkpoint.keep)
-        # every rank writes its shard of model + optimizer; rank 0 adds the HF weights and moves `latest`
-        shards = self.run_dir / f".tmp-dcp-{self.iteration}"
-        D.save_sharded(self.dist, self.optimizer, shards)
-        D.barrier(self.dist)
-        ckpt = self.run_dir / f"ckpt-{self.iteration}"
-        if self.is_main:  # under fsdp the unsharded copy holds the weights (synced after every update)
-            hf = self.dist.full_model if sharded else self.model
-            ckpt = ck.save_checkpoint(self.run_dir, self.iteration, hf, self.tokenizer, state,
-                                      self.cfg.checkpoint.keep, extra_dirs={"dcp": shards})
-        D.barrier(self.dist)
-        return ckpt
+            extra["trained_weights"] = self._trained_weights
+        return save_run(self._parts(), self.run_dir, self.iteration, self.cfg.checkpoint.keep, extra)
 
     def _resume(self) -> dict[str, Any]:
         """Restore the latest checkpoint's state in place; returns that state ({} on a fresh run), whose
@@ -305,34 +289,16 @@ class Trainer:
             if self.cfg.checkpoint.resume and D.launched_rank() == 0:  # nothing saved yet: every row is redone
                 self._truncate_logs(0)
             return {}
-        state = ck.load_state(ckpt)
-        sharded = self.dist is not None and (ckpt / "dcp").is_dir()
-        if state["optimizer"] is None and not sharded:
-            raise ConfigError(f"{ckpt} holds sharded state (train.distributed=fsdp): resume it under torchrun "
-                              "with train.distributed=fsdp")
-        if D.is_fsdp(self.dist) and not sharded:
-            raise ConfigError(f"{ckpt} has no sharded state (dcp/): resume it in one process or with "
-                              "train.distributed=ddp")
-        if not D.is_fsdp(self.dist):  # sharded modules take their weights from dcp/ below
-            ck.load_weights_into(self.model, ckpt)
-            if state.get("trained_weights") is not None:  # a merged final checkpoint: train on from the unmerged
-                merge.load_weights(self.model, state["trained_weights"])
-            if self.critic is not None and state.get("critic") is not None:
-                self.critic.load_state_dict(state["critic"])
-            self.learner.load_state_dict(state)
-        if sharded:
-            D.load_sharded(self.dist, self.optimizer, ckpt / "dcp")
-        else:
-            self.optimizer.load_state_dict(state["optimizer"])
-        if self.scheduler is not None and state.get("scheduler") is not None:
-            self.scheduler.load_state_dict(state["scheduler"])
-        ck.set_rng_state(state["rng"])
+        state = restore_run(self._parts(), ckpt)
         self.iteration = int(state["iteration"])
         if D.launched_rank() == 0:  # one writer of the run's files
             self._truncate_logs(self.iteration)
             self._previous_eval = eval_records.last_eval(self.run_dir)
         self._push_weights()  # a rollout engine with its own copy still holds the initial weights
         return state
+
+    def _parts(self) -> RunParts:
+        return RunParts(self.model, self.tokenizer, self.optimizer, self.scheduler, self.critic, self.learner, self.dist)
 
     def _truncate_logs(self, iteration: int) -> None:
         for name in ("metrics.jsonl", "rollouts.jsonl", eval_records.EVAL_EPISODES):
