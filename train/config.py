@@ -204,6 +204,9 @@ class TrainSection:
     """Optimizer steps per PPO epoch (the batch is split into this many mini-batches)."""
     micro_batch_size: int = 8
     """Samples per forward/backward; gradients accumulate over a mini-batch."""
+    token_budget: int | None = None
+    """Token PPO: micro-batches of at most this many tokens packed in one row, no padding (train/updaters/
+    token_rows.py; a longer sample gets a row of its own) instead of micro_batch_size padded samples."""
     seed: int = 0
     run_dir: str = "runs/agentgym"
     torch_threads: int = 0
@@ -257,6 +260,8 @@ class TrainSection:
         _check(self.verify_samples >= 0, f"train.verify_samples must be >= 0, got {self.verify_samples}")
         _check(self.ppo_epochs >= 1 and self.mini_batches >= 1 and self.micro_batch_size >= 1,
                "train.ppo_epochs, train.mini_batches and train.micro_batch_size must be >= 1")
+        _check(self.token_budget is None or self.token_budget >= 1,
+               f"train.token_budget must be >= 1 tokens (or unset for padded micro-batches), got {self.token_budget}")
 
 
 @dataclass(frozen=True)
