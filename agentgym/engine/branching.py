@@ -81,9 +81,9 @@ class BranchConfig:
 
     def __post_init__(self) -> None:
         if sum(bool(x) for x in (self.turns, self.shares, self.rule)) != 1:
-            raise ConfigError("branch where: give exactly one of turns (turn indices), shares (of each trunk's "
-                              f"length) and rule ({', '.join(BRANCH_RULES)}); got turns={self.turns!r}, "
-                              f"shares={self.shares!r}, rule={self.rule!r}")
+            raise ConfigError("where to branch: give exactly one of branch.turns (turn indices), branch.shares (of "
+                              f"each trunk's length) and branch.rule ({', '.join(BRANCH_RULES)}); got "
+                              f"turns={self.turns!r}, shares={self.shares!r}, rule={self.rule!r}")
         if any(k < 0 for k in self.turns):
             raise ConfigError(f"branch.turns must be turn indices >= 0, got {self.turns!r}")
         if any(not 0 <= s < 1 for s in self.shares):
