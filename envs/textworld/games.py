@@ -97,8 +97,8 @@ def _compile(spec: GameSpec, seed: int, path: Path) -> Path:
         options.nb_rooms, options.nb_objects, options.quest_length = spec.world_size, spec.nb_objects, spec.quest_length
         game = make_game(options)
     else:
-        import textworld.challenges
+        from textworld import challenges
 
         settings = {**CHALLENGES[spec.challenge], **dict(spec.settings)}
-        game = textworld.challenges.CHALLENGES[spec.challenge][1](settings, options)
+        game = challenges.CHALLENGES[spec.challenge][1](settings, options)
     return Path(compile_game(game, options))
