@@ -120,6 +120,34 @@ def answer_logprobs(model: Any, contexts: Sequence[Sequence[int]], probe: Sequen
     return out
 
 
+def _micro_batches(samples: Sequence[Sample], index: Sequence[int], tc: Any, critic: Any,
+                   dist: Any = None) -> list[list[int]]:
+    """Padded micro-batches of `micro_batch_size` samples, or with `train.token_budget` packed ones."""
+    if tc.token_budget is None:
+        return [list(m) for m in micro_batches(samples, index, tc.micro_batch_size)]
+    from agentgym.train.updaters.token_rows import budget_micro_batches, refuse_unsupported
+
+    refuse_unsupported(critic, dist)
+    return budget_micro_batches(samples, index, tc.token_budget)
+
+
+def _forward(model: Any, critic: Any, samples: Sequence[Sample], index: Sequence[int], device: torch.device,
+             temperature: float, pad_id: int, token_budget: int | None, want_entropy: bool = False,
+             packed: Any = None) -> Forward:
+    """`forward`, or with a token budget the packed row's (train/updaters/token_rows.py); `packed` (a
+    PackedTokens) counts what the packed rows ran."""
+    if token_budget is None:
+        return forward(model, critic, samples, index, device, temperature, pad_id, want_entropy)
+    from agentgym.train.updaters.token_rows import packed_forward
+
+    with _checkpointing_active(model):
+        logprobs, mask, entropy, tokens = packed_forward(model, samples, index, device, temperature, pad_id,
+                                                         want_entropy)
+    if packed is not None:
+        packed.add([len(samples[i]) for i in index], tokens, token_budget)
+    return Forward(logprobs, mask, None, entropy)
+
+
 def _unpad(t: torch.Tensor, samples: Sequence[Sample], index: Sequence[int]) -> list[np.ndarray]:
     rows = t.detach().float().cpu().numpy()
     return [rows[k, :len(samples[i]) - 1].astype(np.float64) for k, i in enumerate(index)]
@@ -132,8 +160,9 @@ def score(c: Components, samples: Sequence[Sample], cfg: TrainConfig) -> Scored:
     old: list[Any] = [None] * n
     refs: list[Any] | None = [None] * n if ref is not None else None
     vals: list[Any] | None = [None] * n if c.critic is not None else None
-    for index in micro_batches(samples, range(n), cfg.train.micro_batch_size):
-        f = forward(c.model, c.critic, samples, index, c.device, temperature, c.pad_id)
+    budget = cfg.train.token_budget
+    for index in _micro_batches(samples, range(n), cfg.train, c.critic):
+        f = _forward(c.model, c.critic, samples, index, c.device, temperature, c.pad_id, budget)
         for i, a in zip(index, _unpad(f.logprobs, samples, index)):
             old[i] = a
         if vals is not None:
@@ -141,7 +170,7 @@ def score(c: Components, samples: Sequence[Sample], cfg: TrainConfig) -> Scored:
                 vals[i] = a
         if refs is not None:
             with ref() as ref_model:
-                r = forward(ref_model, None, samples, index, c.device, temperature, c.pad_id)
+                r = _forward(ref_model, None, samples, index, c.device, temperature, c.pad_id, budget)
             for i, a in zip(index, _unpad(r.logprobs, samples, index)):
                 refs[i] = a
     return Scored(old, refs, vals)
@@ -180,10 +209,11 @@ class UpdateStats:
     epo_entropy: float = 0.0
     epo_weight: float = 0.0
     epo_micro: int = 0
+    packed: Any = None   # a PackedTokens (train/updaters/token_rows.py) with train.token_budget
 
     def as_metrics(self) -> dict[str, float]:
         m = max(self.micro, 1)
-        return {"policy_loss": self.policy_loss, "value_loss": self.value_loss, "entropy": self.entropy / m,
+        return {**(self.packed.as_metrics() if self.packed is not None else {}), "policy_loss": self.policy_loss, "value_loss": self.value_loss, "entropy": self.entropy / m,
                 "kl": self.kl / m, "approx_kl": self.approx_kl / m, "clip_fraction": self.clip_fraction / m,
                 "grad_norm": self.grad_norm / max(self.steps, 1),
                 "critic_grad_norm": self.critic_grad_norm / max(self.steps, 1), "optimizer_steps": float(self.steps),
@@ -277,6 +307,10 @@ def ppo_update(c: Components, samples: Sequence[Sample], scored: Scored, targets
     model = dist.model if dist is not None else c.model
     critic_model = dist.critic if dist is not None else c.critic
     stats, algo, tc, optim = UpdateStats(), cfg.algorithm, cfg.train, cfg.optim
+    if tc.token_budget is not None:
+        from agentgym.train.updaters.token_rows import PackedTokens
+
+        stats.packed = PackedTokens()
     rng = np.random.default_rng(shuffle_seed)  # its own stream: resume reproduces the same order
     actor = D.trained_params(c.model)
     critic = D.trained_params(c.critic) if c.critic is not None else []
@@ -289,13 +323,15 @@ def ppo_update(c: Components, samples: Sequence[Sample], scored: Scored, targets
             denom = _denom(samples, mini, algo.loss.agg, targets)
             vden = max(sum(float(targets.value_mask[i].sum()) for i in mini), 1.0) if targets.value_mask else 1.0
             c.optimizer.zero_grad(set_to_none=True)
-            micros = D.local_micro_batches(dist, samples, mini.tolist(), tc.micro_batch_size)
+            micros = D.local_micro_batches(dist, samples, mini.tolist(), tc.micro_batch_size) \
+                if tc.token_budget is None else _micro_batches(samples, mini.tolist(), tc, critic_model, dist)
             for k, index in enumerate(micros):
                 # an empty micro-batch (FSDP, a rank with fewer) reruns the first with zero loss: the
                 # rank still joins every gather and reduce, adds nothing and reports nothing
                 run, scale = (index, D.loss_scale(dist)) if index else (micros[0], 0.0)
                 with D.grad_sync(dist, last=k == len(micros) - 1):
-                    f = forward(model, critic_model, samples, run, c.device, cfg.rollout.temperature, c.pad_id, True)
+                    f = _forward(model, critic_model, samples, run, c.device, cfg.rollout.temperature, c.pad_id,
+                                 tc.token_budget, True, stats.packed)
                     loss = micro_loss(algo, f, run, scored, targets, (denom, vden), value_clip,
                                       stats if index else UpdateStats())
                     (loss * scale).backward()
