@@ -169,7 +169,8 @@ class TurnTable:
     terminated: the env ended the episode at this turn (a last turn that is not terminated was cut off:
                 by the turn limit, a full context or `truncated`, and GAE bootstraps after it)
     shared: the turn is a branch's copy of its trunk's turn (`Trajectory.shared_prefix`): it is trained and
-            counted once, in the trunk; a branch keeps it only so its returns and prompts are whole
+            counted once, in the trunk; a branch keeps it as context (its prompts are whole) and the
+            estimators count the branch's return from its branch turn
     """
 
     group: np.ndarray

@@ -11,7 +11,7 @@ branches' copies of their trunk's turns are left out (`trained_rows`): every tra
 Printed per mode: trained turns, episodes, the share of trained turns in a step group of 1 (their step
 advantage is 0: no signal), the mean step-group size a trained turn sits in, and the variance of GiGPO's
 step and total advantages over trained turns. Held-out success after training on each is NOT measured here
-(the trainer does not take branch rollouts yet).
+(training on branches: `rollout.branching`, measured by benchmarks/branching_learning.py).
 """
 from __future__ import annotations
 
