@@ -66,6 +66,9 @@ def _choice_refusals() -> tuple[Refusal, ...]:
                 f"(seq-mean-token-mean): set one of those, {generate}"),
         Refusal("algorithm.gae.whiten_advantages", lambda c: c.algorithm.gae.whiten_advantages,
                 f"set algorithm.gae.whiten_advantages=false (GAE only), {generate}"),
+        Refusal("train.token_budget", lambda c: c.train.token_budget is not None,
+                f"the choice update packs its own rows (train/updaters/choice_rows.py): unset train.token_budget, "
+                f"{generate}"),
     )
 
 
@@ -79,6 +82,10 @@ def _token_refusals() -> tuple[Refusal, ...]:
         Refusal("algorithm.regularisers.expert_coef", lambda c: c.algorithm.regularisers.expert_coef > 0,
                 "expert replay trains the expert's choices among admissible actions: set "
                 "algorithm.regularisers.expert_coef=0, or train with rollout.action_mode=admissible"),
+        Refusal("train.token_budget", lambda c: c.train.token_budget is not None and (
+                    c.model.critic != "none" or c.train.distributed != "none"),
+                "packed micro-batches run neither a critic nor a distributed wrapper: unset train.token_budget, "
+                "or set model.critic=none and train.distributed=none"),
     )
 
 
