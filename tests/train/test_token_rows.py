@@ -158,3 +158,18 @@ def test_scored_old_logprobs_arrive_unpadded(tiny, samples):
     scored = token_ppo.score(_components(cfg, tiny, None), samples, cfg)
     assert [len(a) for a in scored.old_logprobs] == [len(s) - 1 for s in samples]
     assert isinstance(scored, Scored) and scored.ref_logprobs is None
+
+
+@pytest.mark.parametrize("overrides,says", [
+    (["train.token_budget=0"], "must be >= 1"),
+    (["train.token_budget=512", "model.critic=separate"], "unset train.token_budget, or set model.critic=none"),
+    (["train.token_budget=512", "rollout.action_mode=admissible"], "the choice update packs its own rows"),
+])
+def test_the_config_refuses_what_packing_cannot_run(overrides, says):
+    from agentgym.errors import ConfigError
+    from agentgym.train.config import load_config
+    from agentgym.train.updaters import refuse_unsupported as refuse_config
+
+    with pytest.raises(ConfigError, match=says):
+        refuse_config(load_config(None, overrides))
+    refuse_config(load_config(None, ["train.token_budget=512"]))   # free generation, no critic: runs
