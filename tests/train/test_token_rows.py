@@ -6,7 +6,6 @@ figures), no padding is run, a sample longer than
 the budget gets a row of its own, and what packing cannot run (a critic) is refused."""
 from __future__ import annotations
 
-import contextlib
 import copy
 
 import numpy as np
@@ -102,18 +101,10 @@ def test_packing_refuses_a_critic_and_distributed_runs():
         refuse_unsupported(None, object())
 
 
-def _components(cfg, model, reference):
-    from agentgym.train.setup import Components, make_optimizer
-
-    optimizer, scheduler = make_optimizer(cfg, model, None)
-    return Components(model=model, tokenizer=None, policy=None, chat=None, critic=None,
-                      ref=None if reference is None else (lambda: contextlib.nullcontext(reference)), optimizer=optimizer, scheduler=scheduler,
-                      device=CPU, env_id="", tools=[], pad_id=0)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype,tolerance", [(torch.float64, 1e-12), (torch.float32, 2e-5)])
-def test_a_whole_update_with_packing_leaves_the_padded_updates_weights(tiny, samples, dtype, tolerance):
+def test_a_whole_update_with_packing_leaves_the_padded_updates_weights(tiny, samples, dtype, tolerance,
+                                                                       choice_components):
     """Four AdamW steps. In float64 the weights agree to 2.7e-16 (the same sums up to rounding); in float32 to
     4.8e-6 of 4.0e-3 moved: Adam divides each gradient by its own running size, so an entry whose gradient is
     rounding noise in both runs moves by a step of noise (the gradients themselves agree to ~1e-7)."""
@@ -134,7 +125,7 @@ def test_a_whole_update_with_packing_leaves_the_padded_updates_weights(tiny, sam
                                  "algorithm.regularisers.entropy_coef=0.01",
                                  *([f"train.token_budget={budget}"] if budget else [])])
         model = copy.deepcopy(tiny)
-        c = _components(cfg, model, reference)
+        c = choice_components(cfg, model, reference)   # the trainer's Components (conftest)
         scored = token_ppo.score(c, samples, cfg)
         if budget:   # the no-grad scoring pass packs too: old and reference log-probs as the padded pass's
             plain = token_ppo.score(c, samples, load_config(None, []))
@@ -151,11 +142,11 @@ def test_a_whole_update_with_packing_leaves_the_padded_updates_weights(tiny, sam
     assert metrics[40]["policy_loss"] == pytest.approx(metrics[None]["policy_loss"], rel=1e-5, abs=1e-7)
 
 
-def test_scored_old_logprobs_arrive_unpadded(tiny, samples):
+def test_scored_old_logprobs_arrive_unpadded(tiny, samples, choice_components):
     from agentgym.train.config import load_config
 
     cfg = load_config(None, ["train.token_budget=25"])
-    scored = token_ppo.score(_components(cfg, tiny, None), samples, cfg)
+    scored = token_ppo.score(choice_components(cfg, tiny, ref=None), samples, cfg)
     assert [len(a) for a in scored.old_logprobs] == [len(s) - 1 for s in samples]
     assert isinstance(scored, Scored) and scored.ref_logprobs is None
 
