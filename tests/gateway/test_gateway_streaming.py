@@ -74,9 +74,10 @@ def test_an_error_before_the_first_token_keeps_its_status(tiny_policy, serve):
 
 def test_a_reader_gone_mid_stream_loses_only_that_call(slow_policy, serve):
     policy, chat = slow_policy
-    gateway, url = serve(policy, chat, max_new_tokens=12)
+    gateway, url = serve(policy, chat, max_new_tokens=40)
     session = gateway.open_session()
-    body = {"model": "m", "messages": MESSAGES, "max_tokens": 12, "stream": True}
+    # seeded: an unseeded sample could end (or decode to no text) before the hang-up, and then be recorded
+    body = {"model": "m", "messages": MESSAGES, "max_tokens": 40, "temperature": 1.0, "seed": 3, "stream": True}
     with httpx.stream("POST", f"{url}/chat/completions", json=body, timeout=30,
                       headers={"Authorization": f"Bearer {session.id}"}) as response:
         assert response.status_code == 200
