@@ -2,7 +2,8 @@
 
 Either a fixed game file (`game=PATH`) or games generated on the fly by TextWorld's generator from
 the reset seed (cached, see `games.py`). Each turn's reward is the game's score delta (`score`
-component, times `score_reward`), plus `win_reward` when the game is won. Admissible commands come
+component, times `score_reward`), plus `win_reward` when the game is won, minus `revisit_penalty` (`revisit`
+component) for a command that brings back a state of the game seen before in the episode. Admissible commands come
 from TextWorld; a command outside that list is not sent to the game (it could hang the interpreter
 on garbage) but answered with what was wrong. The oracle follows the game's walkthrough and, with
 `replan=True`, TextWorld's own planner once the agent has left it.
@@ -49,7 +50,8 @@ class TextWorldEnv(TextEnv):
     def __init__(self, game: str | None = None, world_size: int = 3, nb_objects: int = 5, quest_length: int = 3,
                  challenge: str | None = None, settings: dict[str, Any] | None = None, game_pool: int | None = None,
                  cache_dir: str | None = None, score_reward: float = 1.0, win_reward: float = 0.0,
-                 anchor: str = "observation", list_actions: bool = False, replan: bool = False):
+                 anchor: str = "observation", list_actions: bool = False, replan: bool = False,
+                 revisit_penalty: float = 0.0):
         if anchor not in ("observation", "state"):
             raise ConfigError(f"anchor must be 'observation' or 'state', got {anchor!r}")
         if game is not None and not Path(game).is_file():
@@ -61,12 +63,16 @@ class TextWorldEnv(TextEnv):
                                                tuple(sorted((settings or {}).items())))
         self.game_pool, self.cache_dir = game_pool, cache_dir
         self.score_reward, self.win_reward = float(score_reward), float(win_reward)
+        self.revisit_penalty = float(revisit_penalty)
+        if self.revisit_penalty < 0:
+            raise ConfigError(f"revisit_penalty is subtracted, so it must be >= 0, got {revisit_penalty!r}")
         self.anchor_mode, self.list_actions, self.replan = anchor, list_actions, replan
         self._tw = None
         self._file: str | None = None
         self._state = None
         self._done = False
         self._history: list[str] = []
+        self._visited: set[str] = set()  # the game's facts of every state this episode (revisit_penalty)
         self._expert = TextWorldExpert()  # fed what the agent is shown (expert_action)
 
     @property
@@ -80,7 +86,8 @@ class TextWorldEnv(TextEnv):
         textworld = require("textworld", "textworld")
         return textworld.EnvInfos(admissible_commands=True, extras=["walkthrough"], score=True, max_score=True,
                                   won=True, lost=True, objective=True, description=True, inventory=True,
-                                  policy_commands=self.replan, facts=self.anchor_mode == "state")
+                                  policy_commands=self.replan,
+                                  facts=self.anchor_mode == "state" or self.revisit_penalty > 0)
 
     def _open(self, path: str) -> None:
         if self._tw is not None and self._file == path:
@@ -126,6 +133,7 @@ class TextWorldEnv(TextEnv):
         with _quiet_jericho(), TEXTWORLD_LOCK:  # reset loads the game file
             self._state = state = self._tw.reset()
         self._done, self._history, self._score = False, [], int(state.score or 0)
+        self._visited = {self._state_key()} if self.revisit_penalty else set()
         self._expert = TextWorldExpert()
         self.task_id = f"textworld/{Path(path).stem}" + ("" if self.game or "game" in options else f"/{game_seed}")
         obs = f"{state.objective}\n\n{clean_feedback(state.description)}".strip()
@@ -159,8 +167,22 @@ class TextWorldEnv(TextEnv):
         won = bool(self._state.won)
         if won and self.win_reward:
             components["outcome"] = self.win_reward
+        self._penalise_revisit(components)
         self._done = bool(done or won or self._state.lost)
         return self._finish_step(clean_feedback(self._state.feedback), components, valid=True)
+
+    def _state_key(self) -> str:
+        return "|".join(sorted(map(str, self._state.facts or [])))
+
+    def _penalise_revisit(self, components: dict[str, float]) -> None:
+        # a command that changed nothing (look, inventory, examine) or undid the one before (lock after unlock,
+        # walk back) brings back a known state: the loops a small model falls into, told apart from progress
+        if not self.revisit_penalty:
+            return
+        key = self._state_key()
+        if key in self._visited:
+            components["revisit"] = -self.revisit_penalty
+        self._visited.add(key)
 
     def _invalid(self, command: str, admissible: list[str]) -> str:
         if not command:
@@ -183,7 +205,7 @@ class TextWorldEnv(TextEnv):
             obs += "\nAdmissible actions: " + ", ".join(acts)
         info["admissible_actions"] = acts
         if self.anchor_mode == "state":
-            info["anchor"] = "|".join(sorted(map(str, self._state.facts or [])))
+            info["anchor"] = self._state_key()
         self._last_obs = obs
         return obs, self.finish_info(obs, info)
 

@@ -196,3 +196,22 @@ def test_envs_in_threads_load_games_at_once(cache):
         assert all(pool.map(play, range(6)))
     for env in envs:
         env.close()
+
+
+def test_revisit_penalty_marks_loops_not_progress(small_game):
+    env = TextWorldEnv(game=small_game, revisit_penalty=0.25)
+    _, info = env.reset(seed=0)
+    step = env.oracle_action()   # the walkthrough's first command: a new state, no penalty
+    _, reward, _, _, after = env.step(step)
+    assert "revisit" not in after["reward_components"]
+    look = next(a for a in after["admissible_actions"] if a in ("look", "inventory"))
+    _, reward, _, _, again = env.step(look)   # changes nothing: a known state
+    assert again["reward_components"]["revisit"] == -0.25 and reward == pytest.approx(-0.25)
+    env.close()
+    plain = TextWorldEnv(game=small_game)   # off by default: no facts asked for, no component
+    plain.reset(seed=0)
+    _, reward, _, _, info = plain.step("look")
+    assert "revisit" not in info["reward_components"] and reward == 0.0
+    plain.close()
+    with pytest.raises(ConfigError, match="revisit_penalty"):
+        TextWorldEnv(game=small_game, revisit_penalty=-1)
