@@ -49,9 +49,10 @@ VARIANT = {"hgpo": ["algorithm.estimator=hgpo", "algorithm.hgpo.levels=2"]}
 # family -> its CPU preset (train/configs/<preset>.yaml: env, action mode, fair-expert warm start, RL stage)
 FAMILIES = {"household": "quickstart_cpu", "search": "search_cpu", "web_shop": "web_shop_cpu",
             "textworld": "textworld_cpu", "scienceworld": "scienceworld_cpu"}
-# the other families' quick size: the preset's warm start and RL stage, GiGPO, 3 seeds, 64 held-out tasks
-# (issue 47's bar); the benchmark evaluates the checkpoint itself, so the SFT stage does not
-FAMILY_QUICK = {"iterations": 6, "eval_every": 3, "seeds": [0, 1, 2], "estimators": ["gigpo"],
+# the other families' quick size: the preset's warm start and RL stage (its own iterations, evaluated halfway
+# and at the end), GiGPO, 3 seeds, 64 held-out tasks (issue 47's bar); the benchmark evaluates the checkpoint
+# itself, so the SFT stage does not
+FAMILY_QUICK = {"iterations": None, "eval_every": None, "seeds": [0, 1, 2], "estimators": ["gigpo"],
                 "sft": ["sft.evaluate=false"], "rl": ["eval.seeds=64"]}
 
 
@@ -178,14 +179,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.gpu and family != "household":
         raise SystemExit("--gpu is the household size only; for another family give its sizes as overrides")
     spec = GPU if args.gpu else QUICK if family == "household" else FAMILY_QUICK
-    if args.action_modes is None:
-        from agentgym.train.config import load_config
+    from agentgym.train.config import load_config
 
+    if args.action_modes is None:
         args.action_modes = [load_config(preset).rollout.action_mode]
     if args.out == parser.get_default("out") and family != "household":
         args.out = Path(f"runs/bench_learning_{family}")
-    iterations = args.iterations or spec["iterations"]
-    eval_every = min(args.eval_every or spec["eval_every"], iterations)
+    iterations = args.iterations or spec["iterations"] or load_config(preset).train.iterations
+    eval_every = min(args.eval_every or spec["eval_every"] or max(1, iterations // 2), iterations)
     seeds, estimators = args.seeds or spec["seeds"], args.estimators or spec["estimators"]
     ckpt, sft_s = (args.sft_checkpoint, 0.0) if args.sft_checkpoint else sft_checkpoint(args.out, spec["sft"], preset)
     print(f"SFT checkpoint {ckpt} ({sft_s:.0f} s)")
