@@ -1,0 +1,116 @@
+"""Free-text RL with rollouts on the vLLM CPU engine beside the same run on HF generation, in one run.
+
+    python benchmarks/vllm_training.py                          # household_cpu_vllm, 2 iterations each
+    python benchmarks/vllm_training.py --iterations 4 --out B rollout.groups=4
+    python benchmarks/vllm_training.py --preset household_cpu_vllm --skip-vllm     # the HF run alone
+    python benchmarks/vllm_training.py --preset web_shop_cpu --checkpoint R/sft/ckpt-36 --iterations 3
+
+Runs `agentgym train PRESET` twice, one after the other (each alone on the machine), from the same weights with
+the same seed: once with the preset's `vllm:` policy (weights pushed to the engine after every update), once
+with `model.policy` set to the same model on HF generation. `--checkpoint DIR` starts both from a warm start
+(`vllm:checkpoint:DIR` and `checkpoint:DIR`, the preset's SFT stage off), so a preset whose policy is not `vllm:`
+(web_shop_cpu) can be compared too. Extra `key=value` arguments go to both runs.
+Prints, per iteration and run: the rollout's seconds (of which generation), the update's seconds,
+the weight push's, the episodes, the iteration's response tokens, tokens/s of generation, training success and
+the valid-action rate; then the runs'
+whole wall times (the engine's start included) and the ratio HF / vLLM of seconds per iteration. Only the
+iterations after the first are compared (the first pays the engine's compile and warm-up).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+FIELDS = [("time/rollout", "rollout s"), ("time/generate", "generate s"), ("time/train", "update s"), ("time/push_weights", "push s"), ("episodes_trained", "episodes"),
+          ("response_tokens", "response tokens"), ("tokens_per_s/generate", "gen tok/s"), ("success", "success"),
+          ("valid_action_rate", "valid")]
+
+
+def run(preset: str, run_dir: Path, overrides: list[str]) -> float:
+    """One `agentgym train` in a child process; returns its wall seconds (start-up and engine start included)."""
+    command = [sys.executable, "-P", "-m", "agentgym", "train", preset, f"train.run_dir={run_dir}", *overrides]
+    print("$", " ".join(command), f"  (load average {os.getloadavg()[0]:.1f})", flush=True)
+    started = time.perf_counter()
+    with open(run_dir.with_suffix(".log"), "w") as log:
+        code = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
+    wall = time.perf_counter() - started
+    if code != 0:
+        sys.exit(f"the run failed (exit {code}); its log: {run_dir.with_suffix('.log')}")
+    return wall
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    path = run_dir / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in rows if "time/rollout" in r]
+
+
+def iteration_seconds(row: dict) -> float:
+    return sum(float(row.get(k, 0.0)) for k in ("time/rollout", "time/train", "time/push_weights"))
+
+
+def table(name: str, rows: list[dict]) -> None:
+    print(f"\n{name}")
+    print("| iteration | " + " | ".join(label for _, label in FIELDS) + " | iteration s |")
+    print("|" + "---|" * (len(FIELDS) + 2))
+    for row in rows:
+        cells = []
+        for key, _ in FIELDS:
+            value = row.get(key)
+            cells.append("-" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value))
+        print(f"| {row.get('iteration')} | " + " | ".join(cells) + f" | {iteration_seconds(row):.1f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="household_cpu_vllm")
+    parser.add_argument("--hf-policy", default="hf:smollm2-135m-instruct",
+                        help="the HF run's model.policy (the preset's model without the vllm: prefix)")
+    parser.add_argument("--checkpoint", help="both runs start from this checkpoint (the SFT stage off)")
+    parser.add_argument("--iterations", type=int, default=2)
+    parser.add_argument("--out", default="runs/vllm_training")
+    parser.add_argument("--skip-vllm", action="store_true")
+    parser.add_argument("--skip-hf", action="store_true")
+    parser.add_argument("overrides", nargs="*", help="key=value for both runs")
+    args = parser.parse_args()
+    if args.iterations < 2:
+        parser.error("--iterations must be >= 2: the first iteration pays the engine's warm-up and is not compared")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    common = [f"train.iterations={args.iterations}", *args.overrides]
+    vllm_policy: list[str] = []
+    hf_policy = [f"model.policy={args.hf_policy}"]
+    if args.checkpoint:
+        common.append("sft.enabled=false")
+        vllm_policy = [f"model.policy=vllm:checkpoint:{args.checkpoint}"]
+        hf_policy = [f"model.policy=checkpoint:{args.checkpoint}"]
+    runs = []
+    if not args.skip_vllm:
+        runs.append(("vllm", [*vllm_policy, *common]))
+    if not args.skip_hf:
+        runs.append(("hf", [*hf_policy, *common]))
+    walls, results = {}, {}
+    for name, overrides in runs:
+        run_dir = out / name
+        walls[name] = run(args.preset, run_dir, overrides)
+        results[name] = metrics(run_dir)
+        table(f"{name} ({args.preset}), whole run {walls[name]:.0f} s wall", results[name])
+    steady = {name: [iteration_seconds(r) for r in rows[1:]] for name, rows in results.items()}
+    print()
+    for name, seconds in steady.items():
+        mean = sum(seconds) / max(len(seconds), 1)
+        episodes = sum(r.get("episodes_trained", 0) for r in results[name][1:])
+        print(f"{name}: iterations 2..{len(results[name])}: {mean:.1f} s an iteration, "
+              f"{60 * episodes / max(sum(seconds), 1e-9):.1f} episodes a minute; whole run {walls[name]:.0f} s")
+    if len(steady) == 2 and all(steady.values()):
+        hf, vllm = (sum(steady[k]) / len(steady[k]) for k in ("hf", "vllm"))
+        print(f"HF / vLLM seconds per iteration (after the first): {hf / vllm:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
