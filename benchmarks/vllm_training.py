@@ -3,13 +3,14 @@
     python benchmarks/vllm_training.py                          # household_cpu_vllm, 2 iterations each
     python benchmarks/vllm_training.py --iterations 4 --out B rollout.groups=4
     python benchmarks/vllm_training.py --preset household_cpu_vllm --skip-vllm     # the HF run alone
-    python benchmarks/vllm_training.py --preset web_shop_cpu --checkpoint R/sft/ckpt-36 --iterations 3
+    python benchmarks/vllm_training.py --preset web_shop_cpu --checkpoint R/sft/ckpt-61 --iterations 3 --merged
 
 Runs `agentgym train PRESET` twice, one after the other (each alone on the machine), from the same weights with
 the same seed: once with the preset's `vllm:` policy (weights pushed to the engine after every update), once
 with `model.policy` set to the same model on HF generation. `--checkpoint DIR` starts both from a warm start
 (`vllm:checkpoint:DIR` and `checkpoint:DIR`, the preset's SFT stage off), so a preset whose policy is not `vllm:`
-(web_shop_cpu) can be compared too. Extra `key=value` arguments go to both runs.
+(web_shop_cpu) can be compared too; `--merged` adds a third run for a LoRA preset, the engine without LoRA
+layers and the adapter merged into the weights it is pushed (`model.vllm.lora_push=merged`). Extra `key=value` arguments go to both runs.
 Prints, per iteration and run: the rollout's seconds (of which generation), the update's seconds,
 the weight push's, the episodes, the iteration's response tokens, tokens/s of generation, training success and
 the valid-action rate; then the runs'
@@ -76,6 +77,8 @@ def main() -> None:
     parser.add_argument("--out", default="runs/vllm_training")
     parser.add_argument("--skip-vllm", action="store_true")
     parser.add_argument("--skip-hf", action="store_true")
+    parser.add_argument("--merged", action="store_true",
+                        help="a LoRA preset: also the vLLM run with model.vllm.lora_push=merged (merged weights pushed)")
     parser.add_argument("overrides", nargs="*", help="key=value for both runs")
     args = parser.parse_args()
     if args.iterations < 2:
@@ -92,6 +95,8 @@ def main() -> None:
     runs = []
     if not args.skip_vllm:
         runs.append(("vllm", [*vllm_policy, *common]))
+    if args.merged:
+        runs.append(("vllm-merged", [*vllm_policy, "model.vllm.lora_push=merged", *common]))
     if not args.skip_hf:
         runs.append(("hf", [*hf_policy, *common]))
     walls, results = {}, {}
@@ -107,9 +112,11 @@ def main() -> None:
         episodes = sum(r.get("episodes_trained", 0) for r in results[name][1:])
         print(f"{name}: iterations 2..{len(results[name])}: {mean:.1f} s an iteration, "
               f"{60 * episodes / max(sum(seconds), 1e-9):.1f} episodes a minute; whole run {walls[name]:.0f} s")
-    if len(steady) == 2 and all(steady.values()):
-        hf, vllm = (sum(steady[k]) / len(steady[k]) for k in ("hf", "vllm"))
-        print(f"HF / vLLM seconds per iteration (after the first): {hf / vllm:.2f}x")
+    if steady.get("hf"):
+        hf = sum(steady["hf"]) / len(steady["hf"])
+        for name in (n for n in steady if n != "hf" and steady[n]):
+            mean = sum(steady[name]) / len(steady[name])
+            print(f"HF / {name} seconds per iteration (after the first): {hf / mean:.2f}x")
 
 
 if __name__ == "__main__":

@@ -86,6 +86,9 @@ class ModelSection:
         if self.train_layers and self.lora.enabled:
             raise ConfigError("model.train_layers and model.lora.enabled both choose what trains: set "
                               "model.lora.enabled=false or model.train_layers=0")
+        if self.vllm.lora_push == "merged" and not (self.lora.enabled and split_model_spec(self.policy)[0] == "vllm"):
+            raise ConfigError("model.vllm.lora_push=merged chooses how a vllm: policy gets LoRA weights: set "
+                              "model.lora.enabled=true with model.policy=vllm:..., or drop model.vllm.lora_push")
 
 
 @dataclass(frozen=True)

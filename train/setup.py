@@ -116,7 +116,7 @@ def make_rollout_engine(config: TrainConfig, tokenizer: Any, run_dir: Path) -> A
         kwargs["max_model_len"] = config.rollout.max_context_tokens + config.rollout.max_new_tokens
     if split_model_spec(m.policy)[1] == "tiny":  # a word-level tokenizer vLLM cannot load: ids in and out
         kwargs["skip_tokenizer_init"] = True
-    if m.lora.enabled:  # the trainer pushes the adapter, not merged weights
+    if m.lora.enabled and m.vllm.lora_push == "adapter":  # the trainer pushes the adapter, not merged weights
         kwargs.update(enable_lora=True, max_lora_rank=m.lora.r)
     return rollout_backend("vllm")(path, **kwargs)
 

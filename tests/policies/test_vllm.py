@@ -255,6 +255,15 @@ def test_lora_adapter_is_sent_not_merged(fake_vllm):
     assert not any(c[0] == "collective_rpc" for c in llm.calls)  # no weights were pushed
 
 
+def test_an_engine_without_lora_layers_takes_merged_weights_not_adapters(fake_vllm):
+    """The trainer sends an adapter only where the engine it started serves them (enable_lora); else merged
+    weights (model.vllm.lora_push=merged)."""
+    fake_vllm.LLM = lambda **kwargs: FakeLLM()
+    assert VLLMPolicy("m", enable_lora=True).takes_adapters
+    assert not VLLMPolicy("m").takes_adapters
+    assert VLLMPolicy("m", llm=FakeLLM()).takes_adapters  # handed in: the caller knows what it serves
+
+
 def test_engine_is_started_with_the_extension_and_processed_logprobs(fake_vllm):
     seen = {}
     fake_vllm.LLM = lambda **kwargs: seen.update(kwargs) or FakeLLM()

@@ -112,6 +112,22 @@ def test_the_vllm_policy_gets_the_engine_settings_of_the_config(tmp_path, monkey
     assert seen["kv_cache_gib"] == 0.5 and seen["cpu_threads"] == 2 and seen["logprobs_mode"] == "processed_logprobs"
     assert seen["max_model_len"] == cfg.rollout.max_context_tokens + cfg.rollout.max_new_tokens
     assert "skip_tokenizer_init" not in seen and "enable_lora" not in seen
+    # LoRA: the engine serves the adapter (LoRA layers) unless lora_push=merged, which pushes merged weights
+    lora = ["model.lora.enabled=true", "model.train_layers=0"]
+    for push, enabled in (("adapter", True), ("merged", False)):
+        seen.clear()
+        setup.make_policy(load_config("household_cpu_vllm", [f"train.run_dir={tmp_path}", *lora,
+                                                             f"model.vllm.lora_push={push}"]), None, "tok")
+        assert bool(seen.get("enable_lora")) is enabled, push
+
+
+def test_lora_push_is_refused_where_it_means_nothing():
+    with pytest.raises(ConfigError, match="lora_push=merged chooses how a vllm: policy"):
+        load_config("household_cpu_vllm", ["model.vllm.lora_push=merged"])  # no LoRA: full weights are pushed
+    with pytest.raises(ConfigError, match="lora_push=merged chooses how a vllm: policy"):
+        load_config("web_shop_cpu", ["model.vllm.lora_push=merged"])  # LoRA, but HF generation: nothing is pushed
+    with pytest.raises(ConfigError, match="must be adapter or merged"):
+        load_config("web_shop_cpu", ["model.vllm.lora_push=both"])
 
 
 def test_one_rollout_config_with_one_set_of_defaults():

@@ -1,6 +1,8 @@
 """End-to-end trainer runs on the tiny word-level model: learning (GiGPO, GRPO), kill-and-resume, CLI."""
 from __future__ import annotations
 
+import copy
+
 import json
 import subprocess
 import sys
@@ -247,6 +249,45 @@ def test_lora_pushes_the_adapter_to_a_policy_that_takes_one(tmp_path: Path, monk
                        "model.lora.target_modules=[q_proj, v_proj]"))
     assert [Path(p).name for p in pushed] == ["iteration-0", "iteration-1"]
     assert (Path(pushed[-1]) / "adapter_model.safetensors").exists() and not Path(pushed[0]).exists()
+
+
+def test_lora_pushes_merged_weights_to_a_policy_without_lora_layers(tmp_path: Path, monkeypatch):
+    """An engine that serves no adapters (vLLM started without enable_lora: model.vllm.lora_push=merged) gets the
+    adapter merged into a copy of the weights: plain names, the trained model itself still a LoRA model."""
+    import torch
+
+    from agentgym.policies.hf import HFPolicy
+    from agentgym.train import setup
+
+    pushed: list[dict] = []
+
+    class PlainEngine(HFPolicy):
+        takes_adapters = False
+
+        def update_adapter(self, path):
+            raise AssertionError("this engine has no LoRA layers")
+
+        def update_weights(self, state_dict):
+            pushed.append({k: v.clone() for k, v in state_dict.items()})
+
+    def make(cfg, model, tok):
+        policy = PlainEngine(model, tok)
+        policy.model = object()  # a separate engine, as above
+        policy.generate = lambda requests, _p=HFPolicy(model, tok): _p.generate(requests)
+        return policy
+
+    monkeypatch.setattr(setup, "make_policy", make)
+    trainer = Trainer(small_config(tmp_path, "train.iterations=1", "model.lora.enabled=true",
+                                   "model.lora.target_modules=[q_proj, v_proj]"))
+    try:
+        trainer.step()
+        assert hasattr(trainer.model, "peft_config") and len(pushed) == 1
+        assert not [k for k in pushed[0] if "lora" in k]
+        merged = copy.deepcopy(trainer.model).merge_and_unload().state_dict()
+        assert set(pushed[0]) == set(merged)
+        assert all(torch.equal(pushed[0][k], merged[k]) for k in merged)
+    finally:
+        trainer.close()
 
 
 def test_periodic_evals_keep_per_task_records_and_pair_with_the_previous_one(tmp_path: Path, monkeypatch):
