@@ -3,6 +3,7 @@ training a self-play preset, on the same seeds in both seat orders (paired game 
 
     python benchmarks/selfplay_league.py [--preset selfplay_tictactoe_cpu] [--games 20] [--run-dir DIR]
                                          [key=value ...]     # overrides for the preset
+    python benchmarks/selfplay_league.py --preset P --trained R/ckpt-2 --run-dir OUT    # a saved checkpoint, no training
 
 Before: the preset's starting policy (admissible:hf:MODEL) against `random` and against itself. Training: the
 preset (the learner in one seat, alternating, against the league: random, the start weights, snapshots). After:
@@ -53,6 +54,8 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=20, help="seeds per seat order (default 20)")
     parser.add_argument("--seed-start", type=int, default=1_000_000)
     parser.add_argument("--run-dir", default="runs/selfplay_league")
+    parser.add_argument("--trained", metavar="CKPT", help="measure this checkpoint of a run (e.g. R/ckpt-2) "
+                                                          "as the trained policy instead of training one")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
 
@@ -81,9 +84,13 @@ def main() -> None:
 
     measure("before: start vs random", start, "random:7")
     measure("before: start vs start", start, start)
-    started = time.time()
-    run_dir = train(cfg)
-    print(f"trained {cfg.train.iterations} iterations in {time.time() - started:.0f} s: {run_dir}", flush=True)
+    if args.trained:
+        run_dir = Path(args.trained)
+        print(f"trained: {run_dir} (not trained here)", flush=True)
+    else:
+        started = time.time()
+        run_dir = train(cfg)
+        print(f"trained {cfg.train.iterations} iterations in {time.time() - started:.0f} s: {run_dir}", flush=True)
     after = f"admissible:checkpoint:{run_dir}"
     measure("after: trained vs random", after, "random:7")
     measure("after: trained vs start", after, start)
@@ -95,6 +102,7 @@ def main() -> None:
     cpu = resource.getrusage(resource.RUSAGE_SELF).ru_utime - cpu0
     print(f"wall {time.time() - t0:.0f} s, CPU {cpu:.0f} s")
     out = Path(args.run_dir) / "selfplay_league.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({name: {k: v for k, v in rec.items() if k != "matches"} for name, rec in rows.items()},
                               indent=1))
     print(f"results: {out}")
