@@ -10,26 +10,27 @@ the same seed: once with the preset's `vllm:` policy (weights pushed to the engi
 with `model.policy` set to the same model on HF generation. `--checkpoint DIR` starts both from a warm start
 (`vllm:checkpoint:DIR` and `checkpoint:DIR`, the preset's SFT stage off), so a preset whose policy is not `vllm:`
 (web_shop_cpu) can be compared too; `--merged` adds a third run for a LoRA preset, the engine without LoRA
-layers and the adapter merged into the weights it is pushed (`model.vllm.lora_push=merged`). Extra `key=value` arguments go to both runs.
-Prints, per iteration and run: the rollout's seconds (of which generation), the update's seconds,
-the weight push's, the episodes, the iteration's response tokens, tokens/s of generation, training success and
-the valid-action rate; then the runs'
-whole wall times (the engine's start included) and the ratio HF / vLLM of seconds per iteration. Only the
-iterations after the first are compared (the first pays the engine's compile and warm-up).
+layers and the adapter merged into the weights it is pushed (`model.vllm.lora_push=merged`). Extra `key=value`
+arguments go to every run.
+
+Prints, per iteration and run: the rollout's seconds (of which generation), the update's seconds, the weight
+push's, the episodes, the iteration's response tokens, tokens/s of generation, training success and the
+valid-action rate; then the runs' whole wall times (the engine's start included) and the ratio HF / each vLLM
+run of seconds per iteration. Only the iterations after the first are compared (the first pays the engine's
+compile and warm-up).
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-FIELDS = [("time/rollout", "rollout s"), ("time/generate", "generate s"), ("time/train", "update s"), ("time/push_weights", "push s"), ("episodes_trained", "episodes"),
-          ("response_tokens", "response tokens"), ("tokens_per_s/generate", "gen tok/s"), ("success", "success"),
-          ("valid_action_rate", "valid")]
+FIELDS = [("time/rollout", "rollout s"), ("time/generate", "generate s"), ("time/train", "update s"),
+          ("time/push_weights", "push s"), ("episodes_trained", "episodes"), ("response_tokens", "response tokens"),
+          ("tokens_per_s/generate", "gen tok/s"), ("success", "success"), ("valid_action_rate", "valid")]
 
 
 def run(preset: str, run_dir: Path, overrides: list[str]) -> float:
@@ -38,17 +39,18 @@ def run(preset: str, run_dir: Path, overrides: list[str]) -> float:
     print("$", " ".join(command), f"  (load average {os.getloadavg()[0]:.1f})", flush=True)
     started = time.perf_counter()
     with open(run_dir.with_suffix(".log"), "w") as log:
-        code = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
+        code = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - started
     if code != 0:
         sys.exit(f"the run failed (exit {code}); its log: {run_dir.with_suffix('.log')}")
     return wall
 
 
-def metrics(run_dir: Path) -> list[dict]:
-    path = run_dir / "metrics.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r for r in rows if "time/rollout" in r]
+def iterations(run_dir: Path) -> list[dict]:
+    """The run's training iterations' rows of metrics.jsonl (not eval-only rows)."""
+    from agentgym.train.metrics import read_metrics
+
+    return [r for r in read_metrics(run_dir) if "time/rollout" in r]
 
 
 def iteration_seconds(row: dict) -> float:
@@ -103,20 +105,21 @@ def main() -> None:
     for name, overrides in runs:
         run_dir = out / name
         walls[name] = run(args.preset, run_dir, overrides)
-        results[name] = metrics(run_dir)
+        results[name] = iterations(run_dir)
         table(f"{name} ({args.preset}), whole run {walls[name]:.0f} s wall", results[name])
-    steady = {name: [iteration_seconds(r) for r in rows[1:]] for name, rows in results.items()}
+    mean_seconds = {}  # per run: seconds an iteration after the first
     print()
-    for name, seconds in steady.items():
-        mean = sum(seconds) / max(len(seconds), 1)
-        episodes = sum(r.get("episodes_trained", 0) for r in results[name][1:])
-        print(f"{name}: iterations 2..{len(results[name])}: {mean:.1f} s an iteration, "
-              f"{60 * episodes / max(sum(seconds), 1e-9):.1f} episodes a minute; whole run {walls[name]:.0f} s")
-    if steady.get("hf"):
-        hf = sum(steady["hf"]) / len(steady["hf"])
-        for name in (n for n in steady if n != "hf" and steady[n]):
-            mean = sum(steady[name]) / len(steady[name])
-            print(f"HF / {name} seconds per iteration (after the first): {hf / mean:.2f}x")
+    for name, rows in results.items():
+        seconds = [iteration_seconds(r) for r in rows[1:]]
+        if not seconds:
+            print(f"{name}: one iteration only, nothing to compare")
+            continue
+        mean_seconds[name] = sum(seconds) / len(seconds)
+        episodes = sum(r.get("episodes_trained", 0) for r in rows[1:])
+        print(f"{name}: iterations 2..{len(rows)}: {mean_seconds[name]:.1f} s an iteration, "
+              f"{60 * episodes / sum(seconds):.1f} episodes a minute; whole run {walls[name]:.0f} s")
+    for name in (n for n in mean_seconds if n != "hf" and "hf" in mean_seconds):
+        print(f"HF / {name} seconds per iteration (after the first): {mean_seconds['hf'] / mean_seconds[name]:.2f}x")
 
 
 if __name__ == "__main__":
