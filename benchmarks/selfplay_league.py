@@ -66,6 +66,10 @@ def main() -> None:
     from agentgym.train.trainer import train
 
     cfg = load_config(args.preset, [f"train.run_dir={args.run_dir}", "logging.progress=false", *args.overrides])
+    if cfg.train.torch_threads:  # the evaluations too, not only the training (two processes on two cores)
+        import torch
+
+        torch.set_num_threads(cfg.train.torch_threads)
     r = cfg.rollout
     env, kwargs = r.env, dict(r.env_kwargs)
     start = f"admissible:{cfg.model.policy}"

@@ -209,7 +209,9 @@ class TrainSection:
     """Samples per forward/backward; gradients accumulate over a mini-batch."""
     token_budget: int | None = None
     """Token PPO: micro-batches of at most this many tokens packed in one row, no padding (train/updaters/
-    token_rows.py; a longer sample gets a row of its own) instead of micro_batch_size padded samples."""
+    token_rows.py; a longer sample gets a row of its own) instead of micro_batch_size padded samples. The choice
+    update (admissible mode) always packs; here it caps its rows (unset: choice_rows.Shortcuts' 6,144): a
+    backward's memory grows with the row."""
     seed: int = 0
     run_dir: str = "runs/agentgym"
     torch_threads: int = 0

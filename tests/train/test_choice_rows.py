@@ -165,6 +165,22 @@ def test_the_update_with_shortcuts_equals_the_plain_update(group, choice_compone
             assert torch.allclose(a, b, atol=1e-6, rtol=0), name   # measured: 1.2e-7 at most (steps ~5e-3)
 
 
+def test_train_token_budget_caps_the_choice_updates_rows(group, choice_components):
+    from agentgym.train.updaters.choice_rows import own_tokens
+
+    model, seqs = group
+    metrics = {}
+    for budget in (None, max(own_tokens(s) for s in seqs)):   # the default 6,144; room for one episode a row
+        cfg = _config(*([f"train.token_budget={budget}"] if budget else []))
+        stats = choice_update(choice_components(cfg, copy.deepcopy(model).train(), _reference(model)), seqs,
+                              ADVANTAGES, cfg, shuffle_seed=0)
+        metrics[budget] = stats.as_metrics()
+    packed, one_each = metrics.values()
+    assert packed["update/packed_token_share"] < 0.6 and one_each["update/packed_token_share"] == 1.0
+    for key in ("policy_loss", "kl", "grad_norm"):
+        assert one_each[key] == pytest.approx(packed[key], rel=1e-5, abs=2e-6), key
+
+
 def test_a_reference_that_is_the_model_itself_is_never_taken_for_the_policy(group, choice_components):
     import contextlib
     import dataclasses

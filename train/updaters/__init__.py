@@ -66,9 +66,6 @@ def _choice_refusals() -> tuple[Refusal, ...]:
                 f"(seq-mean-token-mean): set one of those, {generate}"),
         Refusal("algorithm.gae.whiten_advantages", lambda c: c.algorithm.gae.whiten_advantages,
                 f"set algorithm.gae.whiten_advantages=false (GAE only), {generate}"),
-        Refusal("train.token_budget", lambda c: c.train.token_budget is not None,
-                f"the choice update packs its own rows (train/updaters/choice_rows.py): unset train.token_budget, "
-                f"{generate}"),
     )
 
 

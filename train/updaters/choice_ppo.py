@@ -157,7 +157,8 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
     model, optimizer, scheduler, device = c.model, c.optimizer, c.scheduler, c.device
     cfg, train_cfg, max_grad_norm = config.algorithm, config.train, config.optim.max_grad_norm
     temperature = config.rollout.temperature
-    shortcuts = Shortcuts() if shortcuts is None else shortcuts
+    if shortcuts is None:  # train.token_budget caps a packed row (its backward's memory grows with it)
+        shortcuts = Shortcuts(row_tokens=train_cfg.token_budget) if train_cfg.token_budget else Shortcuts()
     stats = ChoiceStats()
     cost = stats.cost
     with cost.timed("trunk"):
