@@ -95,3 +95,17 @@ def test_the_sampling_rule_and_the_snapshot_cap(tmp_path):
     uniform = League.fresh(tmp_path / "u", ("random", "start"), lambda: weights, sampling="uniform", seed=3)
     uniform.add_snapshot(1, weights)
     assert all(abs(n / 3000 - 1 / 3) < 0.04 for n in Counter(uniform.sample().name for _ in range(3000)).values())
+
+
+@pytest.mark.slow
+def test_the_connectfour_preset_trains_one_tiny_iteration(tmp_path):
+    from agentgym.train.metrics import read_metrics
+
+    cfg = load_config("selfplay_connectfour_cpu", [
+        "model.policy=tiny:keydoor", "model.lora.enabled=false", "rollout.groups=1", "rollout.group_size=2",
+        "train.iterations=1", f"train.run_dir={tmp_path}", "logging.progress=false"])
+    assert cfg.train.token_budget == 2048   # the preset's packed rows (its memory)
+    train(cfg)
+    [row] = read_metrics(tmp_path)
+    assert row["update/tokens"] > 0 and row["update/packed_token_share"] <= 1.0
+    assert any(k.startswith("selfplay/vs_") for k in row)
