@@ -169,13 +169,14 @@ def test_train_token_budget_caps_the_choice_updates_rows(group, choice_component
     from agentgym.train.updaters.choice_rows import own_tokens
 
     model, seqs = group
-    metrics = {}
-    for budget in (None, max(own_tokens(s) for s in seqs)):   # the default 6,144; room for one episode a row
-        cfg = _config(*([f"train.token_budget={budget}"] if budget else []))
-        stats = choice_update(choice_components(cfg, copy.deepcopy(model).train(), _reference(model)), seqs,
-                              ADVANTAGES, cfg, shuffle_seed=0)
-        metrics[budget] = stats.as_metrics()
-    packed, one_each = metrics.values()
+
+    def update_metrics(*extra):
+        cfg = _config(*extra)
+        return choice_update(choice_components(cfg, copy.deepcopy(model).train(), _reference(model)), seqs,
+                             ADVANTAGES, cfg, shuffle_seed=0).as_metrics()
+
+    packed = update_metrics()   # the default 6,144-token rows
+    one_each = update_metrics(f"train.token_budget={max(own_tokens(s) for s in seqs)}")   # room for one episode a row
     assert packed["update/packed_token_share"] < 0.6 and one_each["update/packed_token_share"] == 1.0
     for key in ("policy_loss", "kl", "grad_norm"):
         assert one_each[key] == pytest.approx(packed[key], rel=1e-5, abs=2e-6), key
