@@ -3,10 +3,11 @@ checkpoint, at about the same episode budget: held-out greedy success paired tas
 and the training-signal figures the trainer logs (signal/..., branch/...).
 
     python benchmarks/branching_learning.py --sft-checkpoint DIR [--seeds 0] [--iterations 6]
-                                            [--modes independent all balanced] [--out DIR] [key=value ...]
+                                            [--modes independent all balanced] [--out DIR] [-- key=value ...]
     # or in parallel processes: the checkpoint's eval, each mode's runs, then the table
     python benchmarks/branching_learning.py --sft-checkpoint DIR --stage start
-    python benchmarks/branching_learning.py --sft-checkpoint DIR --stage train --modes all
+    python benchmarks/branching_learning.py --sft-checkpoint DIR --stage train --seeds 0 1 2 --modes all \
+        -- train.torch_threads=1      # `--` ends --seeds/--modes before the config overrides
     python benchmarks/branching_learning.py --sft-checkpoint DIR --stage report
     # the training signal alone: each mode's batches played from the checkpoint, no update and no eval
     python benchmarks/branching_learning.py --sft-checkpoint DIR --stage signal --iterations 2
