@@ -105,6 +105,7 @@ class Trajectory:
     task: str = ""                        # the task text step-layout prompts restate (info["task"] or first obs)
     ground_truth: str = ""                # the answer the env exposed at reset (info["ground_truth"]), for IGPO
     shared_prefix: int = 0                # a branch (agentgym.engine.branching): its first turns are its trunk's, copied
+    trunk_group: int | None = None        # a branch: the group id of the play it branched from (None: a play)
 
     @property
     def total_reward(self) -> float:
@@ -152,6 +153,15 @@ def split_groups(trajectories: Sequence[Trajectory]) -> list[list[Trajectory]]:
     for t in trajectories:
         groups.setdefault(t.group_id, []).append(t)
     return list(groups.values())
+
+
+def task_units(trajectories: Sequence[Trajectory]) -> list[list[Trajectory]]:
+    """Trajectories as their tasks' units: a group's plays, then the branches grown from them (`trunk_group`), in
+    order of first appearance. Without branches, `split_groups`. The async queue hands the trainer these whole."""
+    units: dict[int, list[Trajectory]] = {}
+    for t in trajectories:
+        units.setdefault(t.group_id if t.trunk_group is None else t.trunk_group, []).append(t)
+    return list(units.values())
 
 
 def json_safe(value: Any) -> Any:

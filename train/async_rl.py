@@ -34,7 +34,7 @@ from typing import Any, Callable, Sequence
 
 from agentgym.errors import AgentGymError
 from agentgym.policy import Generation, GenerationRequest
-from agentgym.trajectory import Trajectory, split_groups
+from agentgym.trajectory import Trajectory, task_units
 
 Play = Callable[[list[int], Any, int], list[Trajectory]]  # (seeds, policy, version) -> trajectories, group-major
 
@@ -175,7 +175,7 @@ class AsyncRollouts:
             except Exception as exc:  # this chunk's episodes are lost; the worker goes on with the next one
                 self._lose(seeds, f"{type(exc).__name__}: {exc}")
                 continue
-            groups = split_groups(trajectories)
+            groups = task_units(trajectories)  # a group's plays with their branches, if any
             missing = set(seeds) - {g[0].group_id for g in groups}
             if missing:
                 self._lose(sorted(missing), "the rollout returned no episode of these groups")

@@ -149,7 +149,8 @@ def grow_branches(env: str | Callable[[], Any], policy: Policy, chat: ChatFormat
                   reset_options: dict[str, Any] | None = None) -> list[Trajectory]:
     """G branches from each (trunk, turn k) of `wanted`: the trunk's state at turn k (replayed from its reset,
     `reset_options` as its rollout had them) restored into G envs that play on. Point p's branches are group
-    `start_group_id + p`, in that order; each copies the trunk's first k turns (`shared_prefix = k`)."""
+    `start_group_id + p`, in that order; each copies the trunk's first k turns (`shared_prefix = k`) and names
+    the trunk's group (`trunk_group`)."""
     if not wanted:
         return []
     check_branchable(config)
@@ -167,7 +168,7 @@ def grow_branches(env: str | Callable[[], Any], policy: Policy, chat: ChatFormat
                 restore(pool.handle(slot), point.data)
                 episodes.append(_continue(engine, pool.handle(slot), point, slot, start_group_id + p, g))
         _run_sync(engine, episodes, lambda ep: None)
-        branches = [replace(ep.to_trajectory(), shared_prefix=point.turn)
+        branches = [replace(ep.to_trajectory(), shared_prefix=point.turn, trunk_group=point.trunk.group_id)
                     for ep, point in zip(episodes, [pt for pt in points for _ in range(G)])]
     finally:
         pool.close()

@@ -1,4 +1,5 @@
-"""Fixtures shared by the trainer tests: the device a run trains on, and the choice-update pieces."""
+"""Fixtures shared by the trainer tests: the device a run trains on, the choice-update pieces, and what the
+async collector handed the trainer."""
 from __future__ import annotations
 
 import pytest
@@ -60,3 +61,21 @@ def choice_components():
         return Components(**{**fields, **parts})
 
     return build
+
+
+@pytest.fixture()
+def async_collected(monkeypatch):
+    """Every Collected the async collector hands the trainer (its `first`: the plays before drops; its `batch`:
+    what trains), in order, appended as the run goes."""
+    from agentgym.train.collectors.async_collector import AsyncCollector
+
+    collected: list = []
+    original = AsyncCollector.collect
+
+    def recording(self, iteration):
+        out = original(self, iteration)
+        collected.append(out)
+        return out
+
+    monkeypatch.setattr(AsyncCollector, "collect", recording)
+    return collected

@@ -235,43 +235,26 @@ def test_eta_zero_one_worker_reproduces_the_sync_trainer_exactly(tmp_path: Path)
     assert wa.keys() == wb.keys() and all(bool((wa[k] == wb[k]).all()) for k in wa)
 
 
-def _record_batches(monkeypatch) -> list[list[Trajectory]]:
-    """Every batch the async trainer takes off the queue (before drops), in order."""
-    from agentgym.train.collectors.async_collector import AsyncCollector
-
-    batches: list[list[Trajectory]] = []
-    original = AsyncCollector.collect
-
-    def recording(self, iteration):
-        out = original(self, iteration)
-        batches.append(out.first)
-        return out
-
-    monkeypatch.setattr(AsyncCollector, "collect", recording)
-    return batches
+def _seeds(collected) -> list[int]:
+    """The seeds of every batch's plays (before drops), batch by batch."""
+    return [s for c in collected for s in sorted({t.seed for t in c.first})]
 
 
-def _seeds(batches: list[list[Trajectory]]) -> list[int]:
-    return [s for b in batches for s in sorted({t.seed for t in b})]
-
-
-def test_async_turns_span_versions_and_the_stale_weights_guard_reads_only_fresh_turns(tmp_path: Path, monkeypatch):
-    batches = _record_batches(monkeypatch)
+def test_async_turns_span_versions_and_the_stale_weights_guard_reads_only_fresh_turns(tmp_path: Path, async_collected):
     run = train(small_config(tmp_path, "train.iterations=4", "train.mode=async", "train.max_staleness=2",
                              "train.staleness=correct", "train.rollout_workers=2", "train.groups_per_rollout=1"))
     metrics = read_metrics(run)  # the stale_weights guard (stop) did not fire on the stale turns
     assert max(m["async/staleness_max"] for m in metrics) >= 1  # the workers ran ahead of the trainer
-    assert len({k.policy_version for b in batches for t in b for k in t.turns}) >= 2
+    assert len({k.policy_version for c in async_collected for t in c.first for k in t.turns}) >= 2
     # measured over fresh turns only; a batch with none leaves the figure out (the version lag speaks then)
     assert all(m["logprob_diff"] < 0.05 for m in metrics if m["async/fresh_token_share"] > 0)
     assert all(("logprob_diff" in m) == (m["async/fresh_token_share"] > 0) for m in metrics)
     assert all(m["async/rollout_version_lag"] <= m["async/allowed_version_lag"] for m in metrics)
 
 
-def test_a_failing_rollout_worker_loses_only_its_episodes(tmp_path: Path, monkeypatch):
+def test_a_failing_rollout_worker_loses_only_its_episodes(tmp_path: Path, monkeypatch, async_collected):
     from agentgym.train.collectors.async_collector import AsyncCollector
 
-    batches = _record_batches(monkeypatch)
     calls = {"n": 0}
     lock = threading.Lock()
     original = AsyncCollector.play
@@ -290,12 +273,11 @@ def test_a_failing_rollout_worker_loses_only_its_episodes(tmp_path: Path, monkey
     metrics = read_metrics(run)
     # one group of rollout.group_size=4 episodes lost (issue 51, defect 6: episodes, not groups)
     assert metrics[-1]["async/lost_episodes"] == 4.0 and all(m["samples"] > 0 for m in metrics)
-    seeds = _seeds(batches)
+    seeds = _seeds(async_collected)
     assert 1 not in seeds and len(seeds) == len(set(seeds)) == 4  # seed 1's chunk was lost, no seed trained twice
 
 
-def test_kill_and_resume_loses_no_finished_group_and_trains_none_twice(tmp_path: Path, monkeypatch):
-    batches = _record_batches(monkeypatch)
+def test_kill_and_resume_loses_no_finished_group_and_trains_none_twice(tmp_path: Path, async_collected):
     run = tmp_path / "run"
     common = ["train.mode=async", "train.max_staleness=2", "train.staleness=correct", "train.groups_per_rollout=1",
               "checkpoint.every=1"]
@@ -312,7 +294,7 @@ def test_kill_and_resume_loses_no_finished_group_and_trains_none_twice(tmp_path:
     saved = [g[0]["seed"] for g in load_state(ckpt)["async_pending"]]
     assert saved and saved == [g[0].seed for g in queued]  # the finished, untrained groups are in the checkpoint
     train(small_config(run, "train.iterations=5", "checkpoint.resume=auto", *common))
-    seeds = _seeds(batches)
+    seeds = _seeds(async_collected)
     assert len(seeds) == len(set(seeds)) == 10  # none trained twice
     assert set(saved) <= set(seeds[4:])  # every finished-and-saved group was trained after the resume
 

@@ -128,19 +128,49 @@ def test_shared_rows_are_trained_once(layout):
         assert len(build_samples(trajs, layout)) == len(trajs)
 
 
-def test_the_choice_update_skips_a_branchs_copied_turns():
+def _choice_trajectory(prompts: list[tuple[int, ...]], group_id: int = 0, shared_prefix: int = 0) -> Trajectory:
+    """An episode whose turn i chose between two two-token actions after `prompts[i]`."""
     from agentgym.policy import Choice
-    from agentgym.train.updaters.choice_ppo import choice_sequences
     from agentgym.trajectory import Turn
 
-    turns = tuple(Turn(index=i, observation=f"o{i}", action=f"a{i}", prompt_ids=tuple(range(5 + 3 * i)),
-                       response_ids=(1,), logprobs=(0.0,), reward=0.0, choice=Choice(((1,), (2,)), 0))
-                  for i in range(4))
-    trunk = Trajectory("e", 0, 0, 0, turns, False, "max_turns")
+    turns = tuple(Turn(index=i, observation=f"o{i}", action=f"a{i}", prompt_ids=p, response_ids=(1,),
+                       logprobs=(0.0,), reward=0.0, choice=Choice(((1, 3), (2, 3)), 0)) for i, p in enumerate(prompts))
+    return Trajectory("e", 0, group_id, 0, turns, False, "max_turns", shared_prefix=shared_prefix)
+
+
+def test_the_choice_update_skips_a_branchs_copied_turns():
+    from agentgym.train.updaters.choice_ppo import choice_sequences
+
+    trunk = _choice_trajectory([tuple(range(5 + 3 * i)) for i in range(4)])
     branch = replace(trunk, group_id=1, shared_prefix=2)
     for layout in ("trajectory", "step"):
         rows = [t.row for s in choice_sequences([trunk, branch], layout) for t in s.turns]
         assert rows == [0, 1, 2, 3, 6, 7]  # the branch's rows 4, 5 are its copies of the trunk's turns 0, 1
+
+
+def test_a_branch_packed_with_its_trunk_costs_only_its_new_tokens():
+    """The choice update's packed rows (train/updaters/choice_rows.py) put a branch beside its trunk before any
+    other play of the task, and the row then feeds the copied prefix once: the branch adds only the tokens
+    after its branch point and the candidate trees of its own turns."""
+    from agentgym.policies.packed_rows import common_prefix
+    from agentgym.train.updaters.choice_ppo import choice_sequences
+    from agentgym.train.updaters.choice_rows import own_tokens, pack_groups, packed_block
+
+    def prompts(tail: int) -> list[tuple[int, ...]]:  # turns 0, 1 as the trunk's, then a tail of its own
+        return [tuple(range(5 + 3 * i)) if i < 2 else tuple(range(9)) + tuple(range(tail, tail + 3 * i - 4))
+                for i in range(4)]
+
+    trunk = _choice_trajectory(prompts(9))  # turn i's prompt: range(5 + 3i)
+    branch = _choice_trajectory(prompts(500), group_id=1, shared_prefix=2)
+    other = _choice_trajectory([tuple(range(5)) + tuple(range(700, 700 + 3 * i)) for i in range(4)])
+    seqs = choice_sequences([trunk, branch, other], "trajectory")
+    shared = common_prefix(seqs[0].ids, seqs[1].ids)
+    assert shared == 9 and [len(s.turns) for s in seqs] == [4, 2, 4]
+    pair = own_tokens(seqs[0]) + own_tokens(seqs[1]) - shared
+    assert pack_groups(seqs, [0, 2, 1], row_tokens=pair) == [[0, 1], [2]]  # not [[0, 2], [1]]: the order's pairs
+    trees = own_tokens(seqs[1]) - len(seqs[1].ids)  # its own two turns' candidate trees
+    assert 2 * trees == own_tokens(seqs[0]) - len(seqs[0].ids) > 0  # half the trunk's: the copies bring no tree
+    assert len(packed_block(seqs, [0, 1]).ids) - own_tokens(seqs[0]) == len(seqs[1].ids) - shared + trees
 
 
 def test_signal_figures_count_trained_rows_and_branch_groups_are_exact(batch):
@@ -198,6 +228,67 @@ def test_the_trainer_trains_on_branches(tmp_path, mode):
     assert m["turns_played"] < 6 * 8 + m["branch/episodes"] * 8  # a branch plays only its turns after the point
 
 
+BRANCHED = ["rollout.branching.mode=all", "rollout.branching.turns=[1,3]", "rollout.branching.branches=3",
+            "algorithm.loss.tis_cap=2.0", "train.iterations=2"]
+
+
+@pytest.mark.slow
+def test_async_branching_at_eta_zero_reproduces_the_sync_trainer_exactly(tmp_path):
+    """One rollout worker playing the whole batch at max_staleness 0 grows the same branches from the same
+    weights as the sync collector: the same figures every iteration, the same weights after."""
+    from safetensors.torch import load_file
+
+    from agentgym.train.metrics import read_metrics
+    from agentgym.train.trainer import train
+
+    sync = train(_toy(tmp_path / "sync", *BRANCHED))
+    asyn = train(_toy(tmp_path / "async", *BRANCHED, "train.mode=async", "train.max_staleness=0",
+                      "train.rollout_workers=1"))
+    a, b = read_metrics(sync), read_metrics(asyn)
+    for key in ("success", "return", "policy_loss", "grad_norm", "branch/points", "branch/episodes",
+                "branch/success", "episodes_trained", "signal/step_turn_share"):
+        assert [m[key] for m in a] == [m[key] for m in b], key
+    assert all(m["branch/episodes"] > 0 and "async/staleness_max" in m for m in b)  # the async collector grew them
+    weights = [load_file(str(run / (run / "latest").read_text() / "model" / "model.safetensors")) for run in (sync, asyn)]
+    assert all(bool((weights[0][k] == weights[1][k]).all()) for k in weights[0])
+
+
+@pytest.mark.slow
+def test_async_workers_hand_each_group_over_with_its_branches(tmp_path, async_collected):
+    """Two workers, one group a chunk, running ahead of the trainer: every batch holds rollout.groups plays'
+    groups, each with the branches grown from it, and no two branch groups share an id."""
+    from agentgym.train.metrics import read_metrics
+    from agentgym.train.trainer import train
+
+    run = train(_toy(tmp_path, *BRANCHED, "train.mode=async", "train.max_staleness=1", "train.rollout_workers=2",
+                     "train.groups_per_rollout=1", "train.staleness=correct"))
+    metrics = read_metrics(run)
+    assert len(async_collected) == 2 and all(m["branch/episodes"] > 0 for m in metrics)
+    for batch in (c.batch for c in async_collected):
+        plays = [t for t in batch if t.trunk_group is None]
+        branches = [t for t in batch if t.trunk_group is not None]
+        assert len({t.group_id for t in plays}) == 3 and branches
+        assert {t.trunk_group for t in branches} <= {t.group_id for t in plays}
+        assert not {t.group_id for t in branches} & {t.group_id for t in plays}
+        for g in split_groups(branches):  # a branch group: one point of one trunk, copied the same way
+            assert len(g) == 3 and len({(t.trunk_group, t.shared_prefix) for t in g}) == 1
+            trunk = next(t for t in plays if t.group_id == g[0].trunk_group and t.sample_index == 0)
+            assert all(t.turns[:t.shared_prefix] == trunk.turns[:t.shared_prefix] for t in g)
+
+
+def test_branch_groups_are_renumbered_after_the_batchs_plays():
+    from agentgym.train.collectors.async_collector import renumber_branches
+
+    def traj(group_id, trunk_group=None):
+        return Trajectory("e", group_id, group_id, 0, (), False, "max_turns", trunk_group=trunk_group)
+
+    # two chunks' units: each worker numbered its branch groups after its own seeds (5 -> 6, 7 -> 8)
+    units = [[traj(5), traj(5), traj(6, 5), traj(6, 5)], [traj(7), traj(8, 7), traj(8, 7)], [traj(8)]]
+    played = [t for u in units for t in u if t.trunk_group is None]
+    renumbered = renumber_branches(units, played)
+    assert [t.group_id for t in renumbered] == [9, 9, 10, 10] and [t.trunk_group for t in renumbered] == [5, 5, 7, 7]
+
+
 @pytest.mark.slow
 def test_branching_over_a_served_env(tmp_path):
     from agentgym.envs.remote.server import EnvServer
@@ -246,7 +337,6 @@ def _section(env: str):
 
 def test_refused_at_config_load_with_the_reason_and_the_fix(tmp_path):
     cases = [
-        (["train.mode=async", "algorithm.loss.tis_cap=2"], "train.mode=async.*finished groups"),
         (["rollout.executor=process"], "rollout.executor=serial or thread"),
         (["rollout.layout=fold"], "rollout.layout=trajectory or step"),
         (["algorithm.dynamic_sampling=true"], "algorithm.dynamic_sampling=false"),

@@ -6,7 +6,8 @@ One collector is chosen once from the config (`collector_name`) and built by the
   - broadcast  train.distributed: rank 0 plays as `sync` does and broadcasts the batch to every rank
                (train/collectors/sync.py)
   - async      train.mode=async: rollout workers keep playing with the newest published weights while the
-               trainer updates on finished groups (train/collectors/async_collector.py, train/async_rl.py)
+               trainer updates on finished groups (train/collectors/async_collector.py, train/async_rl.py), and
+               with rollout.branching grow their branches too
   - lookahead  rollout.lookahead: greedy plays, then play-outs of other actions at chosen turns
                (train/collectors/lookahead.py)
   - gateway    gateway.harness / gateway.command: an outside harness's sessions through the OpenAI-compatible
@@ -51,10 +52,10 @@ def collector_name(config: Any, distributed: bool) -> str:
         return "selfplay"
     if config.rollout.lookahead:
         return "lookahead"
+    if config.train.mode == "async":  # with rollout.branching its workers grow the branches
+        return "async"
     if config.rollout.branching.mode != "off":
         return "branching"
-    if config.train.mode == "async":
-        return "async"
     return "broadcast" if distributed else "sync"
 
 

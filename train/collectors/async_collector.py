@@ -1,11 +1,13 @@
 """train.mode=async: rollout workers (train/async_rl.py) keep playing with the newest weights they have while
-the trainer updates on finished groups. This module holds the collector and the async options' checks."""
+the trainer updates on finished groups. This module holds the collector and the async options' checks.
+With rollout.branching a worker grows its chunk's branches after playing it (train/collectors/branching.py)."""
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from agentgym.train.collectors.base import refuse_unless, Collected, Collector, CollectorContext, scored_usable, turn_cap
+from agentgym.train.collectors.base import (refuse_unless, Collected, Collector, CollectorContext, scored_usable,
+                                            turn_cap, usable)
 from agentgym.trajectory import Trajectory
 
 
@@ -17,6 +19,11 @@ class AsyncCollector(Collector):
 
         super().__init__(ctx, state)
         t = self.cfg.train
+        self.brancher = None
+        if self.cfg.rollout.branching.mode != "off":
+            from agentgym.train.collectors.branching import Brancher
+
+            self.brancher = Brancher(ctx)
         pending = [[Trajectory.from_dict(t) for t in g] for g in state.get("async_pending") or ()]
         # a vLLM engine takes the published weights itself; the HF policy generates with its own copy of the
         # model, so the trainer can update while it plays
@@ -29,14 +36,25 @@ class AsyncCollector(Collector):
                                   start_order=t.batch_order == "start")
 
     def play(self, seeds: list[int], policy: Any, version: int) -> list[Trajectory]:
-        """One rollout worker's chunk: the groups of `seeds`, played as the sync trainer plays a batch."""
+        """One rollout worker's chunk: the groups of `seeds`, played as the sync trainer plays a batch, then
+        with rollout.branching their branches, grown with the same weights."""
         r = self.cfg.rollout
         config = self.ctx.rollout_config(turn_cap(self.cfg, version), r.temperature, self.cfg.train.seed)
-        return self.ctx.play(seeds, r.group_size, config, "train", policy)
+        played = self.ctx.play(seeds, r.group_size, config, "train", policy)
+        if self.brancher is None:
+            return played
+        return played + self.brancher.grow(usable(played, r.group_size)[0], policy, config, seeds)
 
     def collect(self, iteration: int) -> Collected:
-        """rollout.groups finished groups off the queue (batch: after drops; first: before)."""
+        """rollout.groups finished groups off the queue (batch: after drops; first: before); with
+        rollout.branching, each with its branches (`Brancher.batch`)."""
         groups, stats = self.side.take(iteration, self.cfg.train.staleness == "drop")
+        if self.brancher is not None:
+            played = [t for g in groups for t in g if t.trunk_group is None]
+            collected = self.brancher.batch(played, renumber_branches(groups, played))
+            collected.stats.update(stats)
+            collected.fresh_version = iteration
+            return collected
         first = [t for g in groups for t in g]
         stats.update(self.ctx.sanity(first))
         batch, first, failed, mixed = scored_usable(self.ctx, first, self.cfg.rollout.group_size)
@@ -66,6 +84,21 @@ class AsyncCollector(Collector):
 
     def close(self) -> None:
         self.side.stop()
+
+
+def renumber_branches(units: list[list[Trajectory]], played: list[Trajectory]) -> list[Trajectory]:
+    """The units' branches with group ids after every play's (in order), unique in the batch: each worker
+    numbered its chunk's branch groups after the chunk's seeds, which other chunks' plays may hold."""
+    next_id = max((t.group_id for t in played), default=-1) + 1
+    out: list[Trajectory] = []
+    for unit in units:
+        ids: dict[int, int] = {}
+        for t in unit:
+            if t.trunk_group is not None:
+                ids.setdefault(t.group_id, next_id + len(ids))
+                out.append(dataclasses.replace(t, group_id=ids[t.group_id]))
+        next_id += len(ids)
+    return out
 
 
 ASYNC_ONLY = ("max_staleness", "staleness", "batch_order", "rollout_workers", "groups_per_rollout")

@@ -9,12 +9,15 @@ Where in that play: fixed turns, shares of its length, or a rule (BRANCH_RULES: 
 point's `branches` continuations form a group whose branch turn is an exact GiGPO step group; the branches'
 copies of the play's turns before it are trained once, in the play (`TurnTable.shared`).
 
-Refused at config load, with the reason and the fix: train.mode=async (its rollout workers hand the trainer
-finished groups of rollout.group_size fresh-seed plays, and growing branches needs the played group back in this
-collector first), train.distributed, rollout.lookahead, the process and ray executors (snapshots restore into
-in-process envs), the fold layout, dynamic sampling, group rewards, ArCHer, and an env class that declares no
-snapshots. Before the first rollout the env is built once and must replay the run's reset options (the policy's
-tool-call format, the split) through a snapshot into a fresh env (`check_replayable`).
+With train.mode=async each rollout worker grows its chunk's branches right after playing it, with the weights
+it played with (`Brancher`, used by train/collectors/async_collector.py), and the queue hands the trainer a
+task's plays and their branches as one unit.
+
+Refused at config load, with the reason and the fix: train.distributed, rollout.lookahead, the process and ray
+executors (snapshots restore into in-process envs), the fold layout, dynamic sampling, group rewards, ArCHer,
+and an env class that declares no snapshots. Before the first rollout the env is built once and must replay the
+run's reset options (the policy's tool-call format, the split) through a snapshot into a fresh env
+(`check_replayable`).
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from typing import Any, Literal
 
 from agentgym.errors import ConfigError
 from agentgym.train.collectors.base import (Collected, Collector, CollectorContext, refuse_unless, scored_usable,
-                                            turn_cap)
+                                            turn_cap, usable)
 from agentgym.trajectory import Trajectory, split_groups
 
 MODES = ("off", "all", "balanced")
@@ -65,12 +68,15 @@ class BranchingSection:
                               + " (or set rollout.branching.mode=off)") from None
 
 
-class BranchingCollector(Collector):
-    name = "branching"
+class Brancher:
+    """Grows rollout.branching's branches from played groups: the sync collector's batch, or one async rollout
+    worker's chunk (train/collectors/async_collector.py) with the weights that worker plays with. Built once:
+    the env must replay the run's reset options through a snapshot first (`check_replayable`)."""
 
-    def __init__(self, ctx: CollectorContext, state: dict[str, Any]):
-        super().__init__(ctx, state)
-        self.where = self.cfg.rollout.branching.where()
+    def __init__(self, ctx: CollectorContext):
+        self.ctx, self.cfg = ctx, ctx.config
+        self.section = self.cfg.rollout.branching
+        self.where = self.section.where()
         check_replayable(self.cfg.rollout, self.options(ctx.chat, "train"))
 
     @staticmethod
@@ -78,29 +84,56 @@ class BranchingCollector(Collector):
         """The reset options a training play has (as `rollout` sets them): the policy's tool-call format, the split."""
         return {"tool_format": getattr(chat, "tool_format", "hermes"), "split": split}
 
-    def collect(self, iteration: int) -> Collected:
-        """batch: the kept plays and branches; first: the plays as played (the run's success figures are theirs);
-        stats: drops, reward sanity and the branches' own figures (branch/...)."""
+    def grow(self, kept: list[Trajectory], policy: Any, config: Any, seeds: list[int]) -> list[Trajectory]:
+        """Branches from one play of each chosen group of `kept` (every group, or the flat ones), played by
+        `policy`; the groups of `seeds` (their first seed keys where a rule branches), numbered after the last."""
         from agentgym.engine.branching import grow_branches
 
-        ctx, r, b = self.ctx, self.cfg.rollout, self.cfg.rollout.branching
+        r, b = self.cfg.rollout, self.section
+        groups = split_groups(kept)
+        chosen = groups if b.mode == "all" else flat_groups(groups)
+        rng = random.Random(self.cfg.train.seed * 1_000_003 + seeds[0])
+        wanted = [(g[0], k) for g in chosen for k in self.where.turns_of(g[0], rng)]
+        return grow_branches(self.ctx.env_id, policy, self.ctx.chat, wanted, b.branches, config,
+                             dict(r.env_kwargs) or None, seeds[-1] + 1, self.options(self.ctx.chat, "train"))
+
+    def batch(self, played: list[Trajectory], grown: list[Trajectory]) -> Collected:
+        """The plays and their branches as one training batch. batch: the kept plays and branches; first: the
+        plays as played (the run's success figures are theirs); stats: drops, reward sanity and the branches'
+        own figures (branch/...)."""
+        r = self.cfg.rollout
+        stats = self.ctx.sanity(played)
+        kept, first, failed, mixed = scored_usable(self.ctx, played, r.group_size)
+        branches, _, b_failed, b_mixed = scored_usable(self.ctx, grown, self.section.branches)
+        stats.update({k: v + b_failed.get(k, 0.0) for k, v in failed.items()})
+        stats["groups_not_one_task"] = float(mixed + b_mixed)
+        points = len({t.group_id for t in grown})
+        return Collected(kept + branches, first,
+                         {**stats, **branch_figures(played, grown, flat_groups(split_groups(kept)), points)})
+
+
+class BranchingCollector(Collector):
+    name = "branching"
+
+    def __init__(self, ctx: CollectorContext, state: dict[str, Any]):
+        super().__init__(ctx, state)
+        self.brancher = Brancher(ctx)
+
+    def collect(self, iteration: int) -> Collected:
+        """rollout.groups tasks x rollout.group_size plays, then their branches (`Brancher.batch` says what of
+        them trains)."""
+        ctx, r = self.ctx, self.cfg.rollout
         config = ctx.rollout_config(turn_cap(self.cfg, iteration), r.temperature, self.cfg.train.seed)
         seeds = list(range(self.next_seed, self.next_seed + r.groups))
         self.next_seed += r.groups
         played = ctx.play(seeds, r.group_size, config, "train")
-        stats = ctx.sanity(played)
-        kept, first, failed, mixed = scored_usable(ctx, played, r.group_size)
-        groups = split_groups(kept)
-        flat = [g for g in groups if len({t.success for t in g}) == 1]
-        chosen = groups if b.mode == "all" else flat
-        rng = random.Random(self.cfg.train.seed * 1_000_003 + iteration)
-        wanted = [(g[0], k) for g in chosen for k in self.where.turns_of(g[0], rng)]
-        grown = grow_branches(ctx.env_id, ctx.policy(), ctx.chat, wanted, b.branches, config,
-                              dict(r.env_kwargs) or None, seeds[-1] + 1, self.options(ctx.chat, "train"))
-        branches, _, b_failed, b_mixed = scored_usable(ctx, grown, b.branches)
-        stats.update({k: v + b_failed.get(k, 0.0) for k, v in failed.items()})
-        stats["groups_not_one_task"] = float(mixed + b_mixed)
-        return Collected(kept + branches, first, {**stats, **branch_figures(played, grown, flat, len(wanted))})
+        kept, _, _ = usable(played, r.group_size)
+        return self.brancher.batch(played, self.brancher.grow(kept, ctx.policy(), config, seeds))
+
+
+def flat_groups(groups: list[list[Trajectory]]) -> list[list[Trajectory]]:
+    """The groups whose plays all succeeded or all failed: no pass-rate signal."""
+    return [g for g in groups if len({t.success for t in g}) == 1]
 
 
 def branch_figures(played: list[Trajectory], grown: list[Trajectory], flat: list[list[Trajectory]],
@@ -123,9 +156,6 @@ def check_branching(cfg: Any) -> None:
     """What rollout.branching cannot run with, each refused with its reason and fix (at config load)."""
     r, t, a = cfg.rollout, cfg.train, cfg.algorithm
     fix = "or set rollout.branching.mode=off"
-    refuse_unless(t.mode == "sync", "rollout.branching grows branches from the plays of a batch before it trains, and "
-                                    "train.mode=async's rollout workers hand the trainer finished groups of "
-                                    f"rollout.group_size fresh-seed plays only: set train.mode=sync, {fix}")
     refuse_unless(t.distributed == "none", f"rollout.branching plays in one process: set train.distributed=none, {fix}")
     refuse_unless(not r.lookahead, f"rollout.lookahead and rollout.branching both grow plays from snapshots: choose "
                                    f"one (rollout.lookahead=0, {fix})")
