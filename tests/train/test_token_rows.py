@@ -7,6 +7,7 @@ the budget gets a row of its own, and what packing cannot run (a critic) is refu
 from __future__ import annotations
 
 import copy
+import types
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ pytest.importorskip("transformers")
 from agentgym.train.batch import Sample, Scored, Targets  # noqa: E402
 from agentgym.train.updaters import token_ppo  # noqa: E402
 from agentgym.train.updaters.token_rows import (PackedTokens, budget_micro_batches,  # noqa: E402
-                                                packed_forward, refuse_unsupported)
+                                                packed_forward, prefix_order, refuse_unsupported)
 
 CPU = torch.device("cpu")
 
@@ -92,6 +93,26 @@ def test_budget_micro_batches_keep_order_and_give_a_long_sample_its_own_row(samp
     assert m["update/own_row_sequences"] == 1.0 and m["update/padding_share"] == 0.0
     assert m["update/tokens_per_micro_batch"] == 26.5
     assert m["update/padded_layout_padding_share"] == pytest.approx(1 - 53 / (30 + 32))
+
+
+def test_samples_sharing_a_prefix_are_packed_side_by_side(tiny, samples):
+    """A branch (its trunk's first turns copied) and its trunk, shuffled apart in the mini-batch, land in one
+    packed row: the copied prefix runs once, and the row's log-probs are still each sample's own."""
+    rng = np.random.default_rng(2)
+    trunk = samples[2]
+    branch = _sample(trunk.ids[:20].tolist() + rng.integers(3, 18, 8).tolist(), [(20, 28)])  # copies 20 tokens
+    batch = [trunk, samples[3], samples[4], branch]
+    shuffled = [0, 1, 2, 3]                                  # the trunk first, its branch last
+    assert budget_micro_batches(batch, shuffled, 60) == [[0, 1, 2], [3]]   # apart: nothing shared
+    rows = budget_micro_batches(batch, prefix_order(batch, shuffled), 60)
+    assert rows == [[2, 0, 3], [1]]                          # 16 + 30 + the branch's 8 new tokens <= 60
+    budget = types.SimpleNamespace(token_budget=60)
+    assert token_ppo._micro_batches(batch, shuffled, budget, None) == rows   # the update cuts them so
+    fed = sum(packed_forward(tiny, batch, r, CPU, 1.0, 0)[-1] for r in rows)
+    assert fed == sum(len(s) for s in batch) - 20            # the copied 20 tokens once
+    plain = token_ppo.forward(tiny, None, batch, rows[0], CPU, 1.0, 0)
+    packed = packed_forward(tiny, batch, rows[0], CPU, 1.0, 0)[0]
+    assert (plain.logprobs - packed).abs().max().item() < 1e-5
 
 
 def test_packing_refuses_a_critic_and_distributed_runs():

@@ -125,10 +125,10 @@ def _micro_batches(samples: Sequence[Sample], index: Sequence[int], tc: Any, cri
     """Padded micro-batches of `micro_batch_size` samples, or with `train.token_budget` packed ones."""
     if tc.token_budget is None:
         return [list(m) for m in micro_batches(samples, index, tc.micro_batch_size)]
-    from agentgym.train.updaters.token_rows import budget_micro_batches, refuse_unsupported
+    from agentgym.train.updaters.token_rows import budget_micro_batches, prefix_order, refuse_unsupported
 
     refuse_unsupported(critic, dist)
-    return budget_micro_batches(samples, index, tc.token_budget)
+    return budget_micro_batches(samples, prefix_order(samples, index), tc.token_budget)
 
 
 def _forward(model: Any, critic: Any, samples: Sequence[Sample], index: Sequence[int], device: torch.device,

@@ -1,9 +1,10 @@
 """Token PPO's packed micro-batches (train/updaters/token_ppo.py with `train.token_budget`): no padding computed.
 
-A micro-batch is the samples that fit `token_budget` tokens (their own lengths summed; taken in the mini-batch's
-order), laid out as ONE row by policies/packed_rows.py: sequences one after another, a sequence's tokens attending
-only to its own earlier tokens (a prefix it shares with an earlier sequence - a group's task prompt - is fed once
-and both read it), position ids restarting per sequence. Every token sees what it sees in its own padded row at
+A micro-batch is the samples that fit `token_budget` tokens (the tokens each adds to the row), taken in the
+mini-batch's order sorted by token ids (`prefix_order`: samples sharing a prefix sit together), laid out as ONE
+row by policies/packed_rows.py: sequences one after another, a sequence's tokens attending only to its own
+earlier tokens (a prefix it shares with an earlier sequence - a group's task prompt, a branch's copied turns - is
+fed once and both read it), position ids restarting per sequence. Every token sees what it sees in its own padded row at
 the same position id, so log-probs and gradients are the padded forward's up to summation order
 (tests/train/test_token_rows.py measures it). A sample longer than the budget gets a row of its own (never
 refused, never cut): `PackedTokens.own_rows` counts them.
@@ -18,15 +19,27 @@ import torch
 from agentgym.train.updaters import losses as L
 
 
+def prefix_order(samples: Sequence[Any], index: Sequence[int]) -> list[int]:
+    """`index` sorted by the samples' token ids, so samples sharing a prefix sit side by side and a packed row
+    feeds it once: a group's plays (the task prompt), a branch and its trunk (the copied turns). The mini-batch
+    is the same set, and its gradient a sum over its micro-batches: only the summation order changes."""
+    return sorted((int(i) for i in index), key=lambda i: tuple(samples[i].ids))
+
+
 def budget_micro_batches(samples: Sequence[Any], index: Sequence[int], token_budget: int) -> list[list[int]]:
-    """`index` cut, in order, into micro-batches of at most `token_budget` tokens (a longer sample alone)."""
+    """`index` cut, in order, into micro-batches of at most `token_budget` tokens (a longer sample alone). A
+    sample counts the tokens it adds to the row: all but its common prefix with the sample before it (the row
+    feeds that prefix once; with any earlier sample it may share more, so the row is never longer)."""
+    from agentgym.policies.packed_rows import common_prefix
+
     out: list[list[int]] = []
     used = 0
     for i in index:
         n = len(samples[i])
-        if out and used + n <= token_budget:
+        added = n - common_prefix(samples[out[-1][-1]].ids, samples[i].ids) if out else n
+        if out and used + added <= token_budget:
             out[-1].append(int(i))
-            used += n
+            used += added
         else:
             out.append([int(i)])
             used = n
