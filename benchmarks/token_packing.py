@@ -1,4 +1,6 @@
 """Token PPO's update, padded micro-batches vs packed ones (train.token_budget), side by side on one batch.
+Packed twice: in the mini-batch's shuffled order (as before `token_rows.prefix_order`) and sorted by token ids
+(the update's order now: a group's plays share their prompt in one row).
 
 The batch: `--groups` tasks x `--plays` free-text episodes (a group's plays share the task prompt, then run
 `--min-len`..`--max-len` tokens, about a third of them generated), random tokens on a random tiny Llama (the
@@ -94,11 +96,17 @@ def main() -> None:
     tokens, micros = padded_tokens(samples, args.micro_batch_size)
     print(f"padded   micro_batch_size={args.micro_batch_size:<5} {seconds:7.2f} s/update  "
           f"{tokens:7d} tokens/pass  padding share {1 - own / tokens:.3f}  {micros} micro-batches")
-    seconds, m = run(model, samples, [f"train.token_budget={args.token_budget}"])
-    print(f"packed   token_budget={args.token_budget:<7} {seconds:7.2f} s/update  "
-          f"{m['update/tokens_per_micro_batch'] * m['update/micro_batches']:7.0f} tokens/pass  "
-          f"padding share {m['update/padding_share']:.3f}  {m['update/micro_batches']:.0f} micro-batches "
-          f"({m['update/own_row_sequences']:.0f} in a row of their own)")
+    from agentgym.train.updaters import token_rows
+
+    prefix_order = token_rows.prefix_order
+    for order in ("shuffled", "prefix"):
+        token_rows.prefix_order = prefix_order if order == "prefix" else (lambda samples, index: list(index))
+        seconds, m = run(model, samples, [f"train.token_budget={args.token_budget}"])
+        print(f"packed   token_budget={args.token_budget:<7} {order + ' order':<15} {seconds:7.2f} s/update  "
+              f"{m['update/tokens_per_micro_batch'] * m['update/micro_batches']:7.0f} tokens/pass  "
+              f"padding share {m['update/padding_share']:.3f}  {m['update/micro_batches']:.0f} micro-batches "
+              f"({m['update/own_row_sequences']:.0f} in a row of their own)")
+    token_rows.prefix_order = prefix_order
 
 
 if __name__ == "__main__":
