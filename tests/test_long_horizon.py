@@ -102,7 +102,7 @@ def oracle_families() -> list[str]:
 
 
 def _with_their_time(families: list[str]) -> list:
-    """ScienceWorld's 30 ids play its Java simulator, up to ~180 oracle turns each: 260-420 s in earlier full runs
+    """ScienceWorld's 30 ids play its Java simulator, some for hundreds of oracle turns: 260-420 s in earlier full runs
     here, then on a slower day past the suite's 600 s both beside the suite and alone (24 of 30 ids done in 600 s,
     progressing), so it gets 30 minutes: a hang still ends; the other families keep the default."""
     return [pytest.param(f, marks=pytest.mark.timeout(1800)) if f.endswith("ScienceWorld") else f for f in families]

@@ -284,8 +284,7 @@ def test_branch_groups_are_renumbered_after_the_batchs_plays():
 
     # two chunks' units: each worker numbered its branch groups after its own seeds (5 -> 6, 7 -> 8)
     units = [[traj(5), traj(5), traj(6, 5), traj(6, 5)], [traj(7), traj(8, 7), traj(8, 7)], [traj(8)]]
-    played = [t for u in units for t in u if t.trunk_group is None]
-    renumbered = renumber_branches(units, played)
+    renumbered = renumber_branches(units)
     assert [t.group_id for t in renumbered] == [9, 9, 10, 10] and [t.trunk_group for t in renumbered] == [5, 5, 7, 7]
 
 

@@ -51,7 +51,7 @@ class AsyncCollector(Collector):
         groups, stats = self.side.take(iteration, self.cfg.train.staleness == "drop")
         if self.brancher is not None:
             played = [t for g in groups for t in g if t.trunk_group is None]
-            collected = self.brancher.batch(played, renumber_branches(groups, played))
+            collected = self.brancher.batch(played, renumber_branches(groups))
             collected.stats.update(stats)
             collected.fresh_version = iteration
             return collected
@@ -86,10 +86,10 @@ class AsyncCollector(Collector):
         self.side.stop()
 
 
-def renumber_branches(units: list[list[Trajectory]], played: list[Trajectory]) -> list[Trajectory]:
+def renumber_branches(units: list[list[Trajectory]]) -> list[Trajectory]:
     """The units' branches with group ids after every play's (in order), unique in the batch: each worker
     numbered its chunk's branch groups after the chunk's seeds, which other chunks' plays may hold."""
-    next_id = max((t.group_id for t in played), default=-1) + 1
+    next_id = max((t.group_id for unit in units for t in unit if t.trunk_group is None), default=-1) + 1
     out: list[Trajectory] = []
     for unit in units:
         ids: dict[int, int] = {}
