@@ -159,8 +159,10 @@ def test_a_whole_update_with_packing_leaves_the_padded_updates_weights(tiny, sam
     assert moved > 1e-3 and diff < tolerance, (moved, diff)
     assert metrics[40]["update/padding_share"] == 0.0 and metrics[40]["update/micro_batches"] >= 4
     assert metrics[40]["update/padded_layout_padding_share"] > 0.0 and "update/padding_share" not in metrics[None]
-    # the mini-batch's loss is the same sum (kl, entropy are averages over micro-batches, which differ)
-    assert metrics[40]["policy_loss"] == pytest.approx(metrics[None]["policy_loss"], rel=1e-5, abs=1e-7)
+    # the loss is the same sum, and the logged means are over action tokens, so any micro-batch layout gives them
+    for key in ("policy_loss", "kl", "entropy", "approx_kl", "clip_fraction"):
+        assert metrics[40][key] == pytest.approx(metrics[None][key], rel=1e-5, abs=1e-7), key
+    assert metrics[None]["kl"] > 0 and metrics[None]["approx_kl"] > 0
 
 
 def test_scored_old_logprobs_arrive_unpadded(tiny, samples, choice_components):

@@ -206,15 +206,19 @@ class UpdateStats:
     critic_grad_norm: float = 0.0
     steps: int = 0
     micro: int = 0
+    action_tokens: float = 0.0   # entropy and kl are summed weighted by the micro-batch's action tokens,
+    actor_tokens: float = 0.0    # approx_kl and clip_fraction by those the policy loss takes (its loss mask)
     epo_entropy: float = 0.0
     epo_weight: float = 0.0
     epo_micro: int = 0
     packed: Any = None   # a PackedTokens (train/updaters/token_rows.py) with train.token_budget
 
     def as_metrics(self) -> dict[str, float]:
-        m = max(self.micro, 1)
-        return {**(self.packed.as_metrics() if self.packed is not None else {}), "policy_loss": self.policy_loss, "value_loss": self.value_loss, "entropy": self.entropy / m,
-                "kl": self.kl / m, "approx_kl": self.approx_kl / m, "clip_fraction": self.clip_fraction / m,
+        # means over action tokens, not over micro-batches: the same figures whatever the micro-batch layout
+        n, a = max(self.action_tokens, 1.0), max(self.actor_tokens, 1.0)
+        return {**(self.packed.as_metrics() if self.packed is not None else {}), "policy_loss": self.policy_loss,
+                "value_loss": self.value_loss, "entropy": self.entropy / n,
+                "kl": self.kl / n, "approx_kl": self.approx_kl / a, "clip_fraction": self.clip_fraction / a,
                 "grad_norm": self.grad_norm / max(self.steps, 1),
                 "critic_grad_norm": self.critic_grad_norm / max(self.steps, 1), "optimizer_steps": float(self.steps),
                 **({"epo_entropy": self.epo_entropy / self.epo_micro, "epo_weight": self.epo_weight / self.epo_micro}
@@ -254,17 +258,18 @@ def micro_loss(cfg: AlgorithmSection, f: Forward, index: Sequence[int], scored: 
                             ratio_level=loss_cfg.ratio_level, segments=seg, agg=loss_cfg.agg, denom=denom,
                             weights=None if targets.is_weights is None else pad(targets.is_weights))
     loss = out.loss
+    tokens, actor_tokens = f.mask.sum().item(), actor_mask.sum().item()
     stats.policy_loss += out.loss.item()
-    stats.clip_fraction += out.clip_fraction
-    stats.approx_kl += out.approx_kl
+    stats.clip_fraction += out.clip_fraction * actor_tokens
+    stats.approx_kl += out.approx_kl * actor_tokens
+    stats.action_tokens += tokens
+    stats.actor_tokens += actor_tokens
     if scored.ref_logprobs is not None:
-        kl = L.aggregate(L.kl_penalty(f.logprobs, pad(scored.ref_logprobs), cfg.regularisers.kl_estimator), f.mask,
-                         cfg.loss.agg, denom)
-        loss = loss + cfg.regularisers.kl_coef * kl
-        stats.kl += kl.item() * denom / max(f.mask.sum().item(), 1.0)
+        per_token = L.kl_penalty(f.logprobs, pad(scored.ref_logprobs), cfg.regularisers.kl_estimator)
+        loss = loss + cfg.regularisers.kl_coef * L.aggregate(per_token, f.mask, cfg.loss.agg, denom)
+        stats.kl += (per_token * f.mask).sum().item()
     if f.entropy is not None and f.entropy.numel():
-        ent_mean = f.entropy.mean()
-        stats.entropy += ent_mean.item()
+        stats.entropy += f.entropy.sum().item()
         if cfg.regularisers.entropy_coef:
             ent = torch.zeros_like(f.logprobs).masked_scatter(f.mask.bool(), f.entropy)
             loss = loss - cfg.regularisers.entropy_coef * L.aggregate(ent, f.mask, cfg.loss.agg, denom)
@@ -343,7 +348,8 @@ def ppo_update(c: Components, samples: Sequence[Sample], scored: Scored, targets
                 c.scheduler.step()
             stats.steps += 1
     if dist is not None:  # each rank summed its own micro-batches
-        keys = ("policy_loss", "value_loss", "entropy", "kl", "approx_kl", "clip_fraction", "micro")
+        keys = ("policy_loss", "value_loss", "entropy", "kl", "approx_kl", "clip_fraction", "micro", "action_tokens",
+                "actor_tokens")
         for key, total in zip(keys, D.all_reduce_sum(dist, [getattr(stats, k) for k in keys])):
             setattr(stats, key, type(getattr(stats, key))(total))
     return stats
