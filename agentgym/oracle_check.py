@@ -24,7 +24,7 @@ class OracleEpisode:
     seed: int
     success: bool
     end_reason: str   # the rollout's, or "no_action" when the oracle had nothing to play
-    turns: int
+    turns: int        # env steps (a fold summary turn is not one)
     limit: int | None
     error: str = ""
 
@@ -70,6 +70,13 @@ def has_oracle(env_id: str) -> bool:
     return oracle is not None and oracle is not TextEnv.oracle_action
 
 
+def env_steps(traj) -> int:
+    """The turns that stepped the env: the fold layout's summary turns do not count against the turn limit."""
+    from agentgym.engine.layouts import is_summary
+
+    return sum(not is_summary(turn) for turn in traj.turns)
+
+
 def play_oracle(env_id: str, seeds: list[int], kwargs: dict | None = None, split: str | None = None) -> list[OracleEpisode]:
     """Play the oracle on `seeds` at the eval's defaults for `env_id` (the entry's `kwargs`; the eval's split
     unless `split` names another), one episode (one env) at a time."""
@@ -99,5 +106,5 @@ def play_oracle(env_id: str, seeds: list[int], kwargs: dict | None = None, split
         reason = traj.end_reason
         if reason == "failed" and ("has no action for this state" in error or "no oracle_action" in error):
             reason = "no_action"
-        episodes.append(OracleEpisode(env_id, seed, bool(traj.success), reason, traj.num_turns, limit, error))
+        episodes.append(OracleEpisode(env_id, seed, bool(traj.success), reason, env_steps(traj), limit, error))
     return episodes

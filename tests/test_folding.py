@@ -12,6 +12,7 @@ from agentgym.policies.scripted import ScriptedPolicy
 from agentgym.policy import SamplingParams
 from agentgym.registration import make
 from agentgym.engine.rollout import RolloutConfig, rollout
+from agentgym.oracle_check import env_steps
 from agentgym.trajectory import TurnTable
 
 CHAT = ChatFormat.simple()
@@ -69,6 +70,7 @@ def test_summary_turns_do_not_step_the_env_and_do_not_count_as_turns():
     summaries = [t for t in traj.turns if is_summary(t)]
     assert all(t.reward == 0.0 and t.valid for t in summaries)
     assert sum(t.reward for t in env_turns) == traj.total_reward
+    assert env_steps(traj) == len(env_turns) < len(traj.turns)  # what the oracle check counts against the limit
     # the same task in the trajectory layout with room to spare takes exactly the env turns
     [whole] = rollout("agentgym/Toy-KeyDoor-Long-v0", ScriptedPolicy(oracle_or_summary, CHAT), CHAT, seeds=[3],
                       config=RolloutConfig(max_context_tokens=None, max_turns=40, executor="serial"),
