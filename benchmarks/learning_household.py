@@ -9,6 +9,8 @@ train/eval_records.task_bootstrap_interval); a table and a PNG.
     python benchmarks/learning.py --household --gpu          # GPU size (model.device=cuda)
     python benchmarks/learning.py --household [--iterations N] [--seeds 0 1 2] [--eval-every K] [--out DIR]
                                   [--estimators gigpo grpo] [--sft-checkpoint DIR] [key=value ...]
+    python benchmarks/learning.py --family search --sft-checkpoint DIR --seeds 1 --out B   # a seed per process,
+    python benchmarks/learning.py --family search --sft-checkpoint DIR --seeds 0 1 2 --out B --report  # then the table
 
 Sizes (SmolLM2-135M-Instruct, Household-PickPlace, the quickstart_cpu preset, trajectory layout, acting
 among admissible actions unless --action-modes says otherwise):
@@ -68,15 +70,14 @@ def sft_checkpoint(out: Path, overrides: list[str], preset: str = "quickstart_cp
 
 
 def rl_curve(estimator: str, seed: int, ckpt: str, iterations: int, eval_every: int, out: Path,
-             overrides: list[str], preset: str = "quickstart_cpu"
+             overrides: list[str], preset: str = "quickstart_cpu", report: bool = False
              ) -> tuple[dict[int, float], dict[int, Paired], float, dict[int, dict]]:
     """{iteration: held-out success} at 0 (the checkpoint, evaluated once per `out` and kept in
     out/sft_eval_episodes.jsonl) and after every `eval_every` iterations and the last; each of those
-    evals paired task by task with iteration 0's; the seconds; and {iteration: {task: solved}}."""
+    evals paired task by task with iteration 0's; the seconds; and {iteration: {task: solved}}. With `report`,
+    the run already in `out` is read, not trained."""
     from agentgym.train.config import load_config
-    from agentgym.train.eval_records import (episode_records, paired_by_iteration, read_records, solved,
-                                             solved_by_iteration)
-    from agentgym.train.metrics import read_metrics
+    from agentgym.train.eval_records import episode_records, read_records
     from agentgym.train.trainer import Trainer
 
     run_dir = out / f"{estimator}-seed{seed}"
@@ -91,6 +92,15 @@ def rl_curve(estimator: str, seed: int, ckpt: str, iterations: int, eval_every: 
                 "seeds": cfg.eval.seeds, "temperature": cfg.eval.temperature}
     start = read_records(start_path)
     t = time.perf_counter()
+    if report:
+        from agentgym.train.metrics import read_metrics
+
+        rows = read_metrics(run_dir) if (run_dir / "metrics.jsonl").exists() else []
+        if not start or start[0].get("start") != identity or len(rows) < iterations:
+            raise SystemExit(f"--report: no finished {iterations}-iteration run of seed {seed} in {run_dir} from this "
+                             "checkpoint and evaluation; train it first (the same command without --report)")
+        curve, paired, outcomes = read_curve(run_dir, start)  # the seconds: its rollouts and updates
+        return curve, paired, sum(r.get("time/rollout", 0) + r.get("time/train", 0) for r in rows), outcomes
     trainer = Trainer(cfg)
     try:
         if not start or start[0].get("start") != identity:
@@ -99,12 +109,22 @@ def rl_curve(estimator: str, seed: int, ckpt: str, iterations: int, eval_every: 
         trainer.run()
     finally:
         trainer.close()
+    curve, paired, outcomes = read_curve(run_dir, start)
+    return curve, paired, time.perf_counter() - t, outcomes
+
+
+def read_curve(run_dir: Path, start: list[dict]) -> tuple[dict[int, float], dict[int, Paired], dict[int, dict]]:
+    """A finished run's held-out success by iteration (0: the checkpoint's `start` records), each evaluation
+    paired with the start, and {iteration: {task: solved}}."""
+    from agentgym.train.eval_records import paired_by_iteration, read_records, solved, solved_by_iteration
+    from agentgym.train.metrics import read_metrics
+
     curve = {0: sum(r["outcome"] == "success" for r in start) / len(start)}
     curve.update({int(r["iteration"]) + 1: r["eval/success"] for r in read_metrics(run_dir) if "eval/success" in r})
     records = read_records(run_dir / "eval_episodes.jsonl")
     paired = {row + 1: p for row, p in paired_by_iteration(start, records).items()}
     outcomes = {0: solved(start), **{row + 1: o for row, o in solved_by_iteration(records).items()}}
-    return curve, paired, time.perf_counter() - t, outcomes
+    return curve, paired, outcomes
 
 
 def summarise(values: list[float], outcomes: list[dict]) -> tuple[float, float, float, float, float]:
@@ -172,6 +192,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="choosing among admissible actions (trained exactly on the renormalised distribution; "
                              "household's default) and/or free generation; each estimator runs in each mode "
                              "(default: the preset's rollout.action_mode)")
+    parser.add_argument("--report", action="store_true", help="train nothing: the table of runs already in --out "
+                        "(seeds trained in separate processes, each with its own --seeds)")
     parser.add_argument("overrides", nargs="*", help="config overrides for every RL run, e.g. rollout.groups=4")
     args = parser.parse_args(argv)
     family = args.family or "household"
@@ -199,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
             for e in estimators:
                 curve, vs_sft, seconds, outcomes = rl_curve(e, seed, ckpt, iterations, eval_every, args.out / m,
                                                             [*spec["rl"], f"rollout.action_mode={m}",
-                                                             *args.overrides], preset)
+                                                             *args.overrides], preset, args.report)
                 curves.setdefault(f"{e}/{m}", []).append(curve)
                 solved.setdefault(f"{e}/{m}", []).append(outcomes)
                 paired.setdefault(f"{e}/{m}", []).append(vs_sft)

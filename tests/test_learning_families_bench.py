@@ -32,6 +32,15 @@ def test_family_benchmark_runs_the_family_preset(monkeypatch, tmp_path, capsys):
     assert "search (search_cpu): held-out greedy success on 3 tasks" in printed
     assert "95% bootstrap over tasks, seeds kept" in printed and "gigpo/generate seed 1: it0=" in printed
     assert (out / "search_success_vs_iteration.png").stat().st_size > 0
+    # --report reads the runs back without training: the same table; a seed never trained is refused
+    table = printed[printed.index("search (search_cpu)"):printed.index("plot:")]
+    learning_household.main(["--family", "search", "--sft-checkpoint", str(ckpt), "--iterations", "1",
+                             "--seeds", "0", "1", "--out", str(out), "--report", *TINY_RUN])
+    again = capsys.readouterr().out
+    assert again[again.index("search (search_cpu)"):again.index("plot:")] == table
+    with pytest.raises(SystemExit, match="no finished 1-iteration run of seed 2 in"):
+        learning_household.main(["--family", "search", "--sft-checkpoint", str(ckpt), "--iterations", "1",
+                                 "--seeds", "2", "--out", str(out), "--report", *TINY_RUN])
 
 
 def test_learning_py_dispatches_family(monkeypatch):
