@@ -1,13 +1,16 @@
 """How long is each task's gold path, and what turn limit does that give?
 
     python benchmarks/horizons.py                                   # every measured family, print the table
-    python benchmarks/horizons.py --family ScienceWorld --variations 5
+    python benchmarks/horizons.py --family ScienceWorld --episodes 5
+    python benchmarks/horizons.py --family ScienceWorld --episodes 0 --write  # every variation (~1 h)
     python benchmarks/horizons.py --family Household Toy --write    # store the lengths in agentgym/gold_paths.json
     python benchmarks/horizons.py --stored --family ScienceWorld     # the stored lengths and limits, as Markdown
 
 For each built-in id with an oracle: plays the oracle (no turn limit, up to --cap turns) on seeds 0..N-1 of
 every split the family has, and counts its turns; ScienceWorld reads the simulator's own gold action sequence of
---variations variations per split instead (spread evenly over the split), a reload each and no stepping. Prints,
+--episodes variations per split instead (spread evenly over the split; 0: every variation), a reload each
+and no stepping. A ScienceWorld gold path's length varies with the variation (a block on sandpaper slides for
+~700 turns of "look at", on steel for ~35), so its stored lengths cover every variation. Prints,
 per id, the gold-path length distribution (shortest / median / 90th percentile / longest), the limit the margin
 rule gives (agentgym.horizon.limit_for), the registered limit and where it came from. `--write` replaces the
 measured ids' rows of agentgym/gold_paths.json, which the registrations read (tests/test_long_horizon.py checks
@@ -20,7 +23,7 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Callable
 
 # family -> (ids' prefix, reset splits, episodes a split)
@@ -80,7 +83,8 @@ def measure_oracle(env_id: str, splits: tuple[str | None, ...], episodes: int, c
 
 
 def measure_scienceworld(env_id: str, splits: tuple[str | None, ...], per_split: int, cap: int) -> tuple[list[int], int, str]:
-    """The simulator's gold action sequence lengths on `per_split` variations of each split, spread evenly."""
+    """The simulator's gold action sequence lengths on `per_split` variations of each split, spread evenly
+    (0: all of them)."""
     import agentgym
     from agentgym.envs.scienceworld.env import ScienceWorldEnv, seed_simulator
 
@@ -91,7 +95,8 @@ def measure_scienceworld(env_id: str, splits: tuple[str | None, ...], per_split:
     try:
         for split in splits:
             pool = env.variations(split)
-            picked = sorted({pool[round(i * (len(pool) - 1) / max(1, per_split - 1))] for i in range(per_split)})
+            picked = pool if per_split == 0 else sorted(
+                {pool[round(i * (len(pool) - 1) / max(1, per_split - 1))] for i in range(per_split)})
             for variation in picked:
                 sim = env._simulator()
                 seed_simulator(sim, variation)
@@ -100,7 +105,8 @@ def measure_scienceworld(env_id: str, splits: tuple[str | None, ...], per_split:
                 lengths.append(len(list(sim.server.getGoldActionSequence())))
     finally:
         env.close()
-    return lengths, 0, f"gold action sequences ({per_split} variations of each of {', '.join(map(str, splits))})"
+    each = "all variations" if per_split == 0 else f"{per_split} variations"
+    return lengths, 0, f"gold action sequences ({each} of each of {', '.join(map(str, splits))})"
 
 
 def measure(env_id: str, family: str, episodes: int, cap: int) -> tuple[list[int], int, str]:
@@ -135,11 +141,17 @@ def print_stored(families: list[str], only: list[str]) -> None:
                   f"{row.shortest} / {row.median:g} / {row.longest} | {limit_for(row.longest)} | {limit}{budget} |")
 
 
-def write_rows(rows: dict[str, Any]) -> None:
+def write_rows(rows: dict[str, Any], keep_longest: bool = False) -> None:
     from agentgym.horizon import GOLD_PATHS_FILE
 
     data = json.loads(GOLD_PATHS_FILE.read_text())
-    data["ids"].update({env_id: asdict(row) for env_id, row in rows.items()})
+    for env_id, row in rows.items():
+        old = data["ids"].get(env_id)
+        if keep_longest and old and old["longest"] > row.longest:  # ScienceWorld: a variation's gold path varies
+            # from run to run (boiling and freezing times), so a re-measure never lowers a limit below a path seen
+            row = replace(row, longest=old["longest"],
+                          measured=f"{row.measured}; longest {old['longest']} from an earlier measurement")
+        data["ids"][env_id] = asdict(row)
     data["ids"] = dict(sorted(data["ids"].items()))
     GOLD_PATHS_FILE.write_text(json.dumps(data, indent=1) + "\n")
     print(f"wrote {', '.join(rows)} to {GOLD_PATHS_FILE}", file=sys.stderr)
@@ -152,12 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--family", nargs="*", default=[f for f in FAMILIES if f not in ("ScienceWorld", "SWE")],
                         choices=list(FAMILIES), help="families to measure (default: the fast ones)")
     parser.add_argument("--env", nargs="*", default=[], help="only these ids")
-    parser.add_argument("--episodes", type=int, default=None, help="episodes a split (ScienceWorld: variations)")
+    parser.add_argument("--episodes", type=int, default=None, help="episodes a split (ScienceWorld: variations, 0 = all)")
     parser.add_argument("--cap", type=int, default=1000, help="give up on an oracle episode after this many turns")
     parser.add_argument("--write", action="store_true", help=f"store the lengths in {GOLD_PATHS_FILE}")
     parser.add_argument("--stored", action="store_true", help="measure nothing: print the stored lengths, the "
                                                               "rule's limit and the registered one as a Markdown table")
     args = parser.parse_args(argv)
+    if args.episodes is not None and (args.episodes < 0 or args.episodes == 0 and args.family != ["ScienceWorld"]):
+        parser.error("--episodes must be >= 1 (0, every variation, only with --family ScienceWorld alone)")
     import agentgym
 
     if args.stored:
@@ -169,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     for family in args.family:
         ids = [e for e in family_ids(family) if not args.env or e in args.env]
-        episodes = args.episodes or FAMILIES[family][2]
+        episodes = FAMILIES[family][2] if args.episodes is None else args.episodes
         for env_id in ids:
             started = time.perf_counter()
             try:
@@ -194,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {env_id}: registered limit {limit} is below the rule's {limit_for(row.longest)} "
                       f"({limit_source(env_id) or 'not from agentgym.horizon.turn_limit'})")
             if args.write:  # row by row: a long run stopped half-way keeps what it measured
-                write_rows({env_id: row})
+                write_rows({env_id: row}, keep_longest=family == "ScienceWorld")
     return 0
 
 
