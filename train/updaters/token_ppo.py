@@ -205,7 +205,6 @@ class UpdateStats:
     grad_norm: float = 0.0
     critic_grad_norm: float = 0.0
     steps: int = 0
-    micro: int = 0
     action_tokens: float = 0.0   # entropy and kl are summed weighted by the micro-batch's action tokens,
     actor_tokens: float = 0.0    # approx_kl and clip_fraction by those the policy loss takes (its loss mask)
     epo_entropy: float = 0.0
@@ -280,7 +279,6 @@ def micro_loss(cfg: AlgorithmSection, f: Forward, index: Sequence[int], scored: 
         v = L.value_loss(f.values, pad(scored.old_values), pad(targets.returns), vmask, value_clip, "token-mean", vden)
         loss = loss + cfg.value.coef * v
         stats.value_loss += v.item()
-    stats.micro += 1
     return loss
 
 
@@ -348,7 +346,7 @@ def ppo_update(c: Components, samples: Sequence[Sample], scored: Scored, targets
                 c.scheduler.step()
             stats.steps += 1
     if dist is not None:  # each rank summed its own micro-batches
-        keys = ("policy_loss", "value_loss", "entropy", "kl", "approx_kl", "clip_fraction", "micro", "action_tokens",
+        keys = ("policy_loss", "value_loss", "entropy", "kl", "approx_kl", "clip_fraction", "action_tokens",
                 "actor_tokens")
         for key, total in zip(keys, D.all_reduce_sum(dist, [getattr(stats, k) for k in keys])):
             setattr(stats, key, type(getattr(stats, key))(total))
