@@ -204,11 +204,16 @@ def _turn_limit(env: gym.Env) -> int | None:
 
 
 def check_oracle(env: gym.Env, seed: int, default_limit: int = 100) -> bool:
-    """[oracle] Following `oracle_action()` is valid every turn and solves the task; False if no oracle."""
+    """[oracle] Following `oracle_action()` is valid every turn and solves the task; False if no oracle.
+
+    An id declared random-outcome (`agentgym.horizon.declare_random_outcome`: the env's dice can defeat even
+    its oracle) is held to what `agentgym check --oracle` holds it to: a rejected step or an unsolved end is a
+    miss (False), not a failure; a non-str action or a crash still fails."""
     guard("oracle", lambda: env.reset(seed=seed))
     action = _oracle(env)
     if action is None:
         return False
+    random = _random_outcome(env)
     limit = _turn_limit(env) or default_limit
     for t in range(limit):
         if not isinstance(action, str):
@@ -218,6 +223,8 @@ def check_oracle(env: gym.Env, seed: int, default_limit: int = 100) -> bool:
         obs, _, terminated, truncated, info = check_step_result(env, guard("oracle", lambda: env.step(action)),
                                                                 where)
         if not info["valid_action"]:
+            if random:
+                return False
             raise CheckError(f"[oracle] {where}: the oracle's action was not valid: {short(obs)}")
         if terminated or truncated:
             if info["success"]:
@@ -226,9 +233,19 @@ def check_oracle(env: gym.Env, seed: int, default_limit: int = 100) -> bool:
         action = _oracle(env)
         if action is None:
             break
+    if random:
+        return False
     raise CheckError(f"[oracle] seed {seed}: following oracle_action() did not solve the task within {limit} "
                      "turns; fix the oracle, or return None from oracle_action() after reset where it cannot "
                      "solve the task")
+
+
+def _random_outcome(env: gym.Env) -> str:
+    """Why the registered id's oracle may fail (declared random outcome), or "" (unregistered: never)."""
+    from agentgym.horizon import random_outcome
+
+    spec = getattr(env, "spec", None)
+    return random_outcome(spec.id) if spec is not None and spec.id else ""
 
 
 def check_turn_limit(env: gym.Env) -> bool:

@@ -225,6 +225,25 @@ def test_each_broken_env_fails_the_named_check(env_cls, check, fragment):
     assert fragment in str(err.value)
 
 
+def test_a_declared_random_outcome_makes_an_oracle_miss_not_a_failure(scratch_ids, monkeypatch):
+    # ScienceWorld's genetics tasks: pollination may not grow what the gold path harvests, so even the oracle
+    # misses some episodes; the checker holds them to what `agentgym check --oracle` does
+    from agentgym import horizon
+
+    for env_id, env_cls in (("test/WrongOracle-v0", WrongOracle), ("test/OracleSaysGarbage-v0", OracleSaysGarbage),
+                            ("test/Guess-v0", Guess)):
+        scratch_ids.append(env_id)
+        agentgym.register(env_id, env_cls, max_turns=5)
+    for env_id in ("test/WrongOracle-v0", "test/OracleSaysGarbage-v0"):
+        with pytest.raises(CheckError, match=r"^\[oracle\]"):
+            check_env(env_id)
+    for env_id in ("test/WrongOracle-v0", "test/OracleSaysGarbage-v0", "test/Guess-v0"):
+        monkeypatch.setitem(horizon._RANDOM_OUTCOME, env_id, "the dice decide")
+    assert "oracle" not in check_env("test/WrongOracle-v0").checks
+    assert "oracle" not in check_env("test/OracleSaysGarbage-v0").checks
+    assert "oracle" in check_env("test/Guess-v0").checks  # a declared id whose oracle solves still shows it
+
+
 def test_gymnasiums_reset_check_catches_an_unseeded_registered_env(scratch_ids):
     scratch_ids.append("test/Unseeded-v0")
     agentgym.register("test/Unseeded-v0", Unseeded)
