@@ -5,7 +5,9 @@ One task per env id; the reset seed picks a variation from the benchmark's own t
 score (0-100, times `score_scale`); success is a completed task with score 100; a score below zero
 (e.g. focusing on the wrong object) ends the episode as a failure. Admissible actions are the
 simulator's valid action-object combinations (`valid_actions=True`, ~85 ms a step on one core; switch
-them off for speed). The anchor is the simulator's state: room, inventory and score. The oracle
+them off for speed; `action_filter`, a regex, lists only the valid actions it matches: the
+classification preset keeps the ~50 of ~400 a find-X task can use, while a typed command still reaches
+the simulator). The anchor is the simulator's state: room, inventory and score. The oracle
 follows the simulator's gold action sequence, generated on first use (the simulator is deterministic,
 so it reloads the variation with the gold path and replays the episode so far). A gold step the replayed
 world rejects is skipped, not repeated: in the two mendelian-genetics tasks pollination is random, so the
@@ -60,7 +62,7 @@ class ScienceWorldEnv(TextEnv):
 
     def __init__(self, task: str = "boil", split: str = "train", simplifications: str = "",
                  valid_actions: bool = True, list_actions: bool = False, score_scale: float = 0.01,
-                 anchor: str = "state"):
+                 anchor: str = "state", action_filter: str = ""):
         if task not in TASK_NAMES:
             close = difflib.get_close_matches(task, TASK_NAMES, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
@@ -69,6 +71,7 @@ class ScienceWorldEnv(TextEnv):
         if unknown:
             raise ConfigError(f"unknown ScienceWorld simplification(s) {unknown}; use a comma-separated subset of "
                               f"{', '.join(SIMPLIFICATIONS)}")
+        self.action_filter = _compile_filter(action_filter)
         if anchor not in ("state", "observation"):
             raise ConfigError(f"anchor must be 'state' or 'observation', got {anchor!r}")
         self.task, self.split = task, split_name(split)
@@ -255,6 +258,8 @@ class ScienceWorldEnv(TextEnv):
         server = self._sim.server
         actions = sorted(str(a) for a in server.getValidActionObjectCombinations()) \
             if self.valid_actions and not self._done else []
+        if self.action_filter is not None:
+            actions = [a for a in actions if self.action_filter.search(a)]
         anchor = "\n".join((self.task_id, f"score {self._score}", str(server.freeActionLook()),
                             str(server.freeActionInventory())))
         return actions, anchor
@@ -331,6 +336,25 @@ class ScienceWorldEnv(TextEnv):
         if self._variation is None:
             return None
         return f"{getattr(self, '_last_obs', '')}\n\n[{self.task_id} score {self._score}/100]"
+
+
+# named action filters: the verbs the classification tasks (4-1..4-4) need, moves only into a box (the task
+# says "move it to the <colour> box"): ~50 of the ~400-900 valid actions a turn
+ACTION_FILTERS = {"classify": r"^(look around|teleport to |focus on |pick up |move .* to \w+ box$)"}
+
+
+def _compile_filter(pattern: str) -> re.Pattern[str] | None:
+    """The `action_filter` (a name in ACTION_FILTERS or a regex; "" lists every valid action), refused with the
+    fix when it does not compile."""
+    if not pattern:
+        return None
+    pattern = ACTION_FILTERS.get(pattern, pattern)
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(f"ScienceWorld action_filter {pattern!r} is not a regular expression ({exc}); give a "
+                          f"Python regex matched against each valid action, or one of {', '.join(ACTION_FILTERS)}") \
+            from None
 
 
 def _next_gold_step(history: list[str], gold: list[str], awaiting_choice: bool,
