@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
+import zlib
 from typing import Any
 
 import pytest
@@ -293,6 +294,57 @@ def test_async_mode_matches_sync_for_a_deterministic_policy():
         (t.group_id, t.sample_index, t.end_reason) for t in asyn]
 
 
+class CountedKeyDoor:
+    """A KeyDoor factory that counts the envs it builds and the most alive at once."""
+
+    def __init__(self):
+        self.built = self.alive = self.most_alive = 0
+        self.lock = threading.Lock()
+
+    def __call__(self):
+        env = make(KEYDOOR)
+        counter, close = self, env.close
+
+        def counted_close():
+            with counter.lock:
+                counter.alive -= 1
+            close()
+        env.close = counted_close
+        with self.lock:
+            self.built += 1
+            self.alive += 1
+            self.most_alive = max(self.most_alive, self.alive)
+        return env
+
+
+@pytest.mark.parametrize("async_mode", [False, True])
+@pytest.mark.parametrize("max_envs, wave_envs", [(4, 4), (5, 4), (1, 1), (99, 10)])
+def test_max_envs_plays_whole_groups_in_waves_on_fewer_envs(max_envs, wave_envs, async_mode):
+    # a ScienceWorld env is a JVM: a 64-task eval held 64 of them at once; waves reuse a few envs
+    seeds = [0, 1, 2, 3, 4]
+    counted = CountedKeyDoor()
+    config = RolloutConfig(max_envs=max_envs, async_mode=async_mode, max_turns=8)
+    moves = ("left", "right", "take key", "open door")
+    policy = ScriptedPolicy(lambda ctx: moves[zlib.crc32(ctx.observation.encode()) % 4])  # a function of the state
+    waved = rollout(counted, policy, CHAT, seeds, group_size=2, config=config)
+    whole = rollout(CountedKeyDoor(), policy, CHAT, seeds, group_size=2, config=RolloutConfig(max_turns=8))
+    assert counted.built == counted.most_alive == wave_envs and counted.alive == 0
+    timings = ("wall_s", "generate_s", "env_s")
+
+    def strip(t):
+        d = {k: v for k, v in t.to_dict().items() if k not in timings}
+        return {**d, "turns": [{k: v for k, v in turn.items() if k not in timings} for turn in d["turns"]]}
+    assert len(waved) == 10 and [strip(t) for t in waved] == [strip(t) for t in whole]
+    assert len({(t.final_observation, len(t.turns)) for t in waved}) > 1  # plays that differ
+
+
+def test_max_envs_is_refused_where_a_mode_builds_its_own_pools():
+    from agentgym.train.config import load_config
+
+    with pytest.raises(ConfigError, match="rollout.max_envs"):
+        load_config("quickstart_cpu", ["rollout.max_envs=4", "rollout.lookahead=2"])
+
+
 def test_async_mode_does_not_wait_for_slow_envs():
     finished: list[tuple[int, float]] = []
     t0 = time.perf_counter()
@@ -338,7 +390,7 @@ def test_process_executor_needs_a_picklable_factory():
 @pytest.mark.parametrize("kwargs, match", [
     ({"layout": "tree"}, "layout"), ({"executor": "gpu"}, "executor"), ({"max_turns": 0}, "max_turns"),
     ({"history_turns": -1}, "history_turns"), ({"max_context_tokens": 0}, "max_context_tokens"),
-    ({"sampling": {"temperature": 1}}, "SamplingParams")])
+    ({"sampling": {"temperature": 1}}, "SamplingParams"), ({"max_envs": -1}, "max_envs")])
 def test_bad_config_is_a_one_line_config_error(kwargs, match):
     with pytest.raises(ConfigError, match=match) as info:
         RolloutConfig(**kwargs)

@@ -349,6 +349,9 @@ class TrainConfig:
                "sft demonstrations are laid out as trajectory or step samples: set rollout.layout=trajectory or "
                "step with sft.enabled, or train with layout=fold without the sft stage")
         _check(self.eval.every >= 0 and self.checkpoint.every >= 0, "eval.every and checkpoint.every must be >= 0")
+        _check(not r.max_envs or not (r.lookahead or r.branching.mode != "off" or self.selfplay.enabled),
+               "rollout.max_envs plays a rollout's episodes in waves, and rollout.lookahead, rollout.branching and "
+               "selfplay build their own env pools: set rollout.max_envs=0 with them")
         _check(self.train.push_weights or split_model_spec(m.policy)[0] != "hf",
                "train.push_weights=false only applies to a rollout engine with its own weights (model.policy=vllm:...); "
                "the HF policy generates with the trained module itself")

@@ -281,30 +281,45 @@ def rollout(env: str | Callable[[], Any] | EnvPool, policy: Policy, chat: ChatFo
     reset_options = {"tool_format": getattr(chat, "tool_format", "hermes"), **(reset_options or {})}
     episodes = [_Episode(g * group_size + s, int(seed), start_group_id + g, s)
                 for g, seed in enumerate(seeds) for s in range(group_size)]
+    waves = _waves(episodes, group_size, config.max_envs)
     own_pool = not isinstance(env, EnvPool)
     if own_pool:
-        pool = make_pool(env, len(episodes), config.executor, config.env_workers, env_kwargs, config.max_turns,
+        pool = make_pool(env, len(waves[0]), config.executor, config.env_workers, env_kwargs, config.max_turns,
                          config.env_timeout_s, ray_address=config.ray_address)
-    elif env.n < len(episodes):
-        raise ConfigError(f"the env pool holds {env.n} envs but this rollout needs {len(episodes)} "
+    elif env.n < len(waves[0]):
+        raise ConfigError(f"the env pool holds {env.n} envs but this rollout needs {len(waves[0])} "
                           f"({len(seeds)} seeds x group_size {group_size}); make a bigger pool")
     else:
         pool = env
     try:
         engine = _Engine(pool, policy, chat, config)
         finish = _finisher(on_trajectory)
-        for ep, result in zip(episodes, pool.reset([(ep.slot, ep.seed, reset_options) for ep in episodes])):
-            engine.start(ep, result)
-            if ep.end_reason is not None:
-                finish(ep)
-        if config.async_mode:
-            _run_coroutine(_run_async(engine, [ep for ep in episodes if ep.end_reason is None], finish))
-        else:
-            _run_sync(engine, episodes, finish)
+        for wave in waves:
+            for ep, result in zip(wave, pool.reset([(ep.slot, ep.seed, reset_options) for ep in wave])):
+                engine.start(ep, result)
+                if ep.end_reason is not None:
+                    finish(ep)
+            if config.async_mode:
+                _run_coroutine(_run_async(engine, [ep for ep in wave if ep.end_reason is None], finish))
+            else:
+                _run_sync(engine, wave, finish)
         return [ep.to_trajectory() for ep in episodes]
     finally:
         if own_pool:
             pool.close()
+
+
+def _waves(episodes: list["_Episode"], group_size: int, max_envs: int) -> list[list["_Episode"]]:
+    """`episodes` (group-major) in waves of at most `max_envs` (0: one wave), whole groups to a wave where a
+    group fits; each wave's episodes take env slots 0.. again, so the pool needs only the largest wave."""
+    if not max_envs or max_envs >= len(episodes):
+        return [episodes]
+    size = max(max_envs // group_size, 1) * group_size if max_envs >= group_size else max_envs
+    waves = [episodes[i:i + size] for i in range(0, len(episodes), size)]
+    for wave in waves:
+        for slot, ep in enumerate(wave):
+            ep.slot = slot
+    return waves
 
 
 def _finisher(on_trajectory: Callable[[Trajectory], None] | None) -> Callable[[_Episode], None]:

@@ -39,6 +39,10 @@ class RolloutConfig:
     env_workers: int = 0
     """Threads / processes / actors stepping envs; 0 = automatic (threads: one per env up to 64; processes:
     one per core)."""
+    max_envs: int = 0
+    """At most this many envs (one per episode in flight) at once; a rollout of more episodes plays them in
+    waves of whole groups on the same envs. 0 = every episode at once. For envs that each hold a heavy
+    resource: a ScienceWorld env is a JVM (~220 MB), so a 64-task eval at once held 14 GB."""
     async_mode: bool = False
     """Queue each env's next request as soon as its step returns (suits servers that batch)."""
     max_inflight_batches: int = 1
@@ -70,6 +74,8 @@ class RolloutConfig:
                 raise ConfigError(f"rollout.{name} must be >= 1 or None, got {value}")
         if self.executor not in EXECUTORS:
             raise ConfigError(f"rollout.executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
+        if self.max_envs < 0:
+            raise ConfigError(f"rollout.max_envs must be >= 0 (0 = every episode at once), got {self.max_envs}")
         if self.env_workers < 0 or self.max_inflight_batches < 1:
             raise ConfigError("rollout.env_workers must be >= 0 and rollout.max_inflight_batches >= 1")
         if not isinstance(self.sampling, SamplingParams):
