@@ -314,7 +314,7 @@ def _waves(episodes: list["_Episode"], group_size: int, max_envs: int) -> list[l
     group fits; each wave's episodes take env slots 0.. again, so the pool needs only the largest wave."""
     if not max_envs or max_envs >= len(episodes):
         return [episodes]
-    size = max(max_envs // group_size, 1) * group_size if max_envs >= group_size else max_envs
+    size = max_envs - max_envs % group_size if max_envs >= group_size else max_envs
     waves = [episodes[i:i + size] for i in range(0, len(episodes), size)]
     for wave in waves:
         for slot, ep in enumerate(wave):
