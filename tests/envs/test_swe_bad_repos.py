@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from agentgym.tools.sandbox import LABEL, backend_problem
+from agentgym.tools.sandbox import backend_problem
 
 LIB = "def add(a, b):\n    return a + b\n"
 
@@ -32,11 +32,10 @@ def sandbox_dirs() -> set[str]:
 
 def containers(pid: int) -> list[str]:
     """Containers (running or not) made by the process `pid` (sandboxes label their owner host:pid:start)."""
-    from agentgym.tools.sandbox.docker import client
+    from agentgym.tools.sandbox.docker import client, labelled_containers
 
-    owner = f"{os.uname().nodename}:{pid}:"
-    return [c.id for c in client().containers.list(all=True, filters={"label": LABEL})
-            if c.labels.get(f"{LABEL}.owner", "").startswith(owner)]
+    prefix = f"{os.uname().nodename}:{pid}:"
+    return [container_id for container_id, _, owner in labelled_containers(client()) if owner.startswith(prefix)]
 
 
 def make_tasks(path: str, backend: str, *extra: str) -> subprocess.CompletedProcess:

@@ -223,10 +223,9 @@ def test_no_stray_sandboxes_after_a_killed_parent(box):
 
 def leaked_sandboxes(backend: str, pid: int) -> list[str]:
     if backend == "docker":
-        from agentgym.tools.sandbox.docker import LABEL, client
+        from agentgym.tools.sandbox.docker import client, labelled_containers
 
-        return [c.name for c in client().containers.list(all=True, filters={"label": LABEL})
-                if c.labels.get(f"{LABEL}.owner", "").split(":")[1] == str(pid)]
+        return [name for _, name, owner in labelled_containers(client()) if owner.split(":")[1] == str(pid)]
     from agentgym.tools.sandbox.bwrap import ROOT
 
     return [n for n in os.listdir(ROOT) if n.split("_")[1] == str(pid)] if os.path.isdir(ROOT) else []
@@ -249,3 +248,53 @@ def test_a_deps_folder_is_importable_and_read_only(backend, tmp_path):
     assert (deps / "depmod" / "__init__.py").read_text() == "VALUE = 'from the deps folder'\n"
     with pytest.raises(SandboxError, match="does not exist"):
         make_sandbox(backend, limits=LIMITS, deps_dir=str(tmp_path / "missing"))
+
+
+@pytest.mark.docker
+def test_reaping_stale_containers_while_other_sandboxes_close_does_not_fail():
+    """A process starting reaps the containers of dead owners while other processes close their sandboxes.
+    CI saw that start fail with NotFound: the listing inspected each container, and one was removed by its
+    owner in between. Here reapers (a client each, back to back) run while this process removes 40 containers
+    it owns, oldest first; every reap must succeed, take the stale ones and leave the live owner's alone."""
+    problem = backend_problem("docker")
+    if problem:
+        pytest.skip(f"docker sandbox unavailable: {problem}")
+    import docker
+
+    from agentgym.tools.sandbox.base import LABEL, owner_tag
+    from agentgym.tools.sandbox.docker import DEFAULT_IMAGE, client, labelled_containers, reap_stale
+
+    api = client().api
+    def make(owner: str) -> str:
+        return api.create_container(DEFAULT_IMAGE, ["true"], labels={LABEL: "1", f"{LABEL}.owner": owner})["Id"]
+
+    stale = [make(f"{os.uname().nodename}:999999:{uuid.uuid4().hex}") for _ in range(5)]
+    closing = [make(owner_tag()) for _ in range(40)]
+    kept = make(owner_tag())
+    errors: list[BaseException] = []
+    closed = threading.Event()
+
+    def reap_until_closed() -> None:
+        reaper = docker.from_env()
+        while not closed.is_set():
+            try:
+                reap_stale(reaper)
+            except BaseException as exc:  # noqa: BLE001 - the test reports it
+                errors.append(exc)
+
+    reapers = [threading.Thread(target=reap_until_closed) for _ in range(2)]
+    try:
+        for thread in reapers:
+            thread.start()
+        for container_id in closing:
+            api.remove_container(container_id, force=True)
+        closed.set()
+        for thread in reapers:
+            thread.join(120)
+        left = {container_id for container_id, _, _ in labelled_containers(client())}
+        assert [type(exc).__name__ for exc in errors] == []
+        assert not left & set(stale) and not left & set(closing)
+        assert kept in left
+    finally:
+        closed.set()
+        api.remove_container(kept, force=True)

@@ -55,11 +55,11 @@ def leftovers(backend: str, worker_pids: list[int]) -> list[str]:
     ps = subprocess.run(["pgrep", "-af", "sleep 10031|sleep 1000$"], capture_output=True, text=True).stdout
     found += [f"process {line}" for line in ps.splitlines() if "pgrep" not in line]
     if backend == "docker":
-        from agentgym.tools.sandbox.docker import LABEL, client
+        from agentgym.tools.sandbox.docker import client, labelled_containers
 
         owners = {str(p) for p in worker_pids}
-        found += [f"container {c.name}" for c in client().containers.list(all=True, filters={"label": LABEL})
-                  if c.labels.get(f"{LABEL}.owner", "::").split(":")[1] in owners]
+        found += [f"container {name}" for _, name, owner in labelled_containers(client())
+                  if (owner or "::").split(":")[1] in owners]
     from agentgym.tools.sandbox.bwrap import ROOT
 
     if os.path.isdir(ROOT):

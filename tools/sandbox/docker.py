@@ -70,14 +70,24 @@ def docker_problem(image: str = DEFAULT_IMAGE) -> str | None:
     return None
 
 
+def labelled_containers(api: Any) -> list[tuple[str, str, str]]:
+    """(id, name, owner tag) of every container carrying our label, running or not.
+
+    One list call, nothing inspected: `containers.list()` inspects each container it lists, and a
+    container another process removes in between makes that call raise NotFound.
+    """
+    return [(c["Id"], (c.get("Names") or ["/"])[0].lstrip("/"), (c.get("Labels") or {}).get(f"{LABEL}.owner", ""))
+            for c in api.api.containers(all=True, filters={"label": LABEL})]
+
+
 def reap_stale(api: Any) -> int:
     """Remove labelled containers whose owning process is gone; returns how many."""
     removed = 0
-    for container in api.containers.list(all=True, filters={"label": LABEL}):
-        if owner_alive(container.labels.get(f"{LABEL}.owner", "")):
+    for container_id, _, owner in labelled_containers(api):
+        if owner_alive(owner):
             continue
         try:
-            container.remove(force=True)
+            api.api.remove_container(container_id, force=True)
             removed += 1
         except Exception:  # already being removed by someone else
             pass
