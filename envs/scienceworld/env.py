@@ -7,7 +7,9 @@ score (0-100, times `score_scale`); success is a completed task with score 100; 
 simulator's valid action-object combinations (`valid_actions=True`, ~85 ms a step on one core; switch
 them off for speed; `action_filter`, a regex, lists only the valid actions it matches: the
 classification preset keeps the ~50 of ~400 a find-X task can use, while a typed command still reaches
-the simulator). The anchor is the simulator's state: room, inventory and score. The oracle
+the simulator). The anchor is the simulator's state: room, inventory and score; `revisit_penalty` (off
+by default) subtracts that much (component `revisit`) for an accepted action that brings back a state
+seen before this episode (looking again, teleporting back to a room seen, a move that moved nothing). The oracle
 follows the simulator's gold action sequence, generated on first use (the simulator is deterministic,
 so it reloads the variation with the gold path and replays the episode so far). A gold step the replayed
 world rejects is skipped, not repeated: in the two mendelian-genetics tasks pollination is random, so the
@@ -62,7 +64,7 @@ class ScienceWorldEnv(TextEnv):
 
     def __init__(self, task: str = "boil", split: str = "train", simplifications: str = "",
                  valid_actions: bool = True, list_actions: bool = False, score_scale: float = 0.01,
-                 anchor: str = "state", action_filter: str = ""):
+                 anchor: str = "state", action_filter: str = "", revisit_penalty: float = 0.0):
         if task not in TASK_NAMES:
             close = difflib.get_close_matches(task, TASK_NAMES, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
@@ -78,6 +80,10 @@ class ScienceWorldEnv(TextEnv):
         self.simplifications = simplifications
         self.valid_actions, self.list_actions = valid_actions, list_actions
         self.score_scale, self.anchor_mode = float(score_scale), anchor
+        self.revisit_penalty = float(revisit_penalty)
+        if self.revisit_penalty < 0:
+            raise ConfigError(f"revisit_penalty is subtracted, so it must be >= 0, got {revisit_penalty!r}")
+        self._visited: set[str] = set()  # anchors (room, inventory, score) of this episode's states
         self._sim: Simulator | None = None
         self._loaded: tuple[int, bool] | None = None  # (variation, with gold path) the simulator holds
         self._variation: int | None = None
@@ -170,7 +176,9 @@ class ScienceWorldEnv(TextEnv):
         self._cached, self._awaiting_choice = None, False
         self.task_id = f"scienceworld/{self.task}/{variation}"
         obs = f"{server.freeActionTaskDesc()}\n\n{look}".strip()
-        return self._finish(obs, make_info(task_id=self.task_id, variation=variation))
+        obs, info = self._finish(obs, make_info(task_id=self.task_id, variation=variation))
+        self._visited = {self._cached[1]} if self._cached else set()
+        return obs, info
 
     def _variation_from_task_id(self, task_id: str) -> int:
         parts = task_id.split("/")
@@ -229,13 +237,26 @@ class ScienceWorldEnv(TextEnv):
 
     def _step_result(self, obs: str, components: dict[str, float], valid: bool):
         success = self._done and self._score >= 100
-        info = make_info(success=success, valid_action=valid, reward_components=components, task_id=self.task_id,
-                         score=self._score, variation=self._variation)
         try:
-            obs, info = self._finish(obs, info, refresh=valid)
+            if valid:  # the new state, before the reward: a revisit is judged on it
+                self._cached = self._query_state()
+                self._penalise_revisit(components)
+            info = make_info(success=success, valid_action=valid, reward_components=components,
+                             task_id=self.task_id, score=self._score, variation=self._variation)
+            obs, info = self._finish(obs, info, refresh=False)
         except simulator_errors() as exc:
             return self._crashed(exc)
         return obs, float(sum(components.values())), self._done, False, info
+
+    def _penalise_revisit(self, components: dict[str, float]) -> None:
+        # the loops a small model falls into here (teleporting back to rooms it has seen, repeating a move
+        # that moves nothing) return to a known anchor; a question the parser asks back is not a revisit
+        if not self.revisit_penalty or self._awaiting_choice or self._cached is None:
+            return
+        anchor = self._cached[1]
+        if anchor in self._visited:
+            components["revisit"] = -self.revisit_penalty
+        self._visited.add(anchor)
 
     def _finish(self, obs: str, info: dict[str, Any], refresh: bool = True) -> tuple[str, dict[str, Any]]:
         """Admissible actions and anchor from the simulator; `refresh=False` reuses the last ones (an

@@ -186,6 +186,35 @@ def test_state_summary_names_the_room_the_inventory_and_the_score(env):
     assert "In your inventory" in summary and "after 2 accepted actions" in summary
 
 
+def test_revisit_penalty_marks_returns_to_a_seen_state_not_progress(env):
+    """`revisit_penalty`: an accepted action that brings back a state of this episode (looking again, a door
+    shut after it was opened) costs the penalty; progress, a rejected command and the next episode do not."""
+    use_task(env, "find-animal")
+    env.revisit_penalty = 0.25
+    try:
+        env.reset(seed=0)
+        *_, reward, _, _, info = env.step("look around")
+        assert info["reward_components"] == {"revisit": -0.25} and reward == -0.25
+        first = env.oracle_action()
+        *_, info = env.step(first)
+        assert "revisit" not in info["reward_components"], first
+        *_, reward, _, _, info = env.step("florp the zibble")
+        assert not info["valid_action"] and reward == 0 and "revisit" not in info["reward_components"]
+        *_, info = env.step("look around")
+        assert info["reward_components"].get("revisit") == -0.25
+        env.reset(seed=0)  # a new episode forgets the last one's states
+        *_, info = env.step(first)
+        assert "revisit" not in info["reward_components"]
+        env.revisit_penalty = 0.0
+        env.reset(seed=0)
+        *_, reward, _, _, info = env.step("look around")
+        assert info["reward_components"] == {} and reward == 0
+    finally:
+        env.revisit_penalty = 0.0
+    with pytest.raises(ConfigError, match="revisit_penalty"):
+        ScienceWorldEnv(revisit_penalty=-1)
+
+
 def test_focusing_on_the_wrong_thing_fails_the_task(env):
     use_task(env, "find-animal")
     env.reset(seed=0)
