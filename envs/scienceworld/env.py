@@ -8,8 +8,9 @@ simulator's valid action-object combinations (`valid_actions=True`, ~85 ms a ste
 them off for speed; `action_filter`, a regex, lists only the valid actions it matches: the
 classification preset keeps the ~50 of ~400 a find-X task can use, while a typed command still reaches
 the simulator). The anchor is the simulator's state: room, inventory and score; `revisit_penalty` (off
-by default) subtracts that much (component `revisit`) for an accepted action that brings back a state
-seen before this episode (looking again, teleporting back to a room seen, a move that moved nothing). The oracle
+by default) subtracts that much (component `revisit`) for an accepted action that shows nothing new: the
+state and the simulator's answer both seen before this episode (looking twice, teleporting back to a room
+seen, a move that moved nothing). The oracle
 follows the simulator's gold action sequence, generated on first use (the simulator is deterministic,
 so it reloads the variation with the gold path and replays the episode so far). A gold step the replayed
 world rejects is skipped, not repeated: in the two mendelian-genetics tasks pollination is random, so the
@@ -83,7 +84,7 @@ class ScienceWorldEnv(TextEnv):
         self.revisit_penalty = float(revisit_penalty)
         if self.revisit_penalty < 0:
             raise ConfigError(f"revisit_penalty is subtracted, so it must be >= 0, got {revisit_penalty!r}")
-        self._visited: set[str] = set()  # anchors (room, inventory, score) of this episode's states
+        self._visited: set[str] = set()  # (anchor, simulator's answer) pairs of this episode (revisit_penalty)
         self._sim: Simulator | None = None
         self._loaded: tuple[int, bool] | None = None  # (variation, with gold path) the simulator holds
         self._variation: int | None = None
@@ -177,7 +178,7 @@ class ScienceWorldEnv(TextEnv):
         self.task_id = f"scienceworld/{self.task}/{variation}"
         obs = f"{server.freeActionTaskDesc()}\n\n{look}".strip()
         obs, info = self._finish(obs, make_info(task_id=self.task_id, variation=variation))
-        self._visited = {self._cached[1]} if self._cached else set()
+        self._visited = {_revisit_key(self._cached[1], look)} if self._cached else set()
         return obs, info
 
     def _variation_from_task_id(self, task_id: str) -> int:
@@ -240,7 +241,7 @@ class ScienceWorldEnv(TextEnv):
         try:
             if valid:  # the new state, before the reward: a revisit is judged on it
                 self._cached = self._query_state()
-                self._penalise_revisit(components)
+                self._penalise_revisit(components, obs)
             info = make_info(success=success, valid_action=valid, reward_components=components,
                              task_id=self.task_id, score=self._score, variation=self._variation)
             obs, info = self._finish(obs, info, refresh=False)
@@ -248,15 +249,17 @@ class ScienceWorldEnv(TextEnv):
             return self._crashed(exc)
         return obs, float(sum(components.values())), self._done, False, info
 
-    def _penalise_revisit(self, components: dict[str, float]) -> None:
-        # the loops a small model falls into here (teleporting back to rooms it has seen, repeating a move
-        # that moves nothing) return to a known anchor; a question the parser asks back is not a revisit
+    def _penalise_revisit(self, components: dict[str, float], answer: str) -> None:
+        # the loops a small model falls into here (teleporting back to rooms it has seen, repeating a move that
+        # moves nothing) bring back a known state with a known answer. The answer counts too: a teleport
+        # says only "You teleport to X", so the `look around` after it shows something new in an unchanged
+        # state. A question the parser asks back is not a revisit.
         if not self.revisit_penalty or self._awaiting_choice or self._cached is None:
             return
-        anchor = self._cached[1]
-        if anchor in self._visited:
+        key = _revisit_key(self._cached[1], answer)
+        if key in self._visited:
             components["revisit"] = -self.revisit_penalty
-        self._visited.add(anchor)
+        self._visited.add(key)
 
     def _finish(self, obs: str, info: dict[str, Any], refresh: bool = True) -> tuple[str, dict[str, Any]]:
         """Admissible actions and anchor from the simulator; `refresh=False` reuses the last ones (an
@@ -357,6 +360,10 @@ class ScienceWorldEnv(TextEnv):
         if self._variation is None:
             return None
         return f"{getattr(self, '_last_obs', '')}\n\n[{self.task_id} score {self._score}/100]"
+
+
+def _revisit_key(anchor: str, answer: str) -> str:
+    return f"{anchor}\n--\n{answer.strip()}"
 
 
 # named action filters: the verbs the classification tasks (4-1..4-4) need, moves only into a box (the task

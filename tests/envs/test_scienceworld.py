@@ -186,25 +186,29 @@ def test_state_summary_names_the_room_the_inventory_and_the_score(env):
     assert "In your inventory" in summary and "after 2 accepted actions" in summary
 
 
-def test_revisit_penalty_marks_returns_to_a_seen_state_not_progress(env):
-    """`revisit_penalty`: an accepted action that brings back a state of this episode (looking again, a door
-    shut after it was opened) costs the penalty; progress, a rejected command and the next episode do not."""
+def test_revisit_penalty_marks_what_shows_nothing_new_not_progress(env):
+    """`revisit_penalty`: an accepted action whose state and answer were both seen this episode (looking twice
+    at an unchanged room) costs the penalty; progress, a look at a changed state, a rejected command and the
+    next episode do not."""
     use_task(env, "find-animal")
     env.revisit_penalty = 0.25
     try:
         env.reset(seed=0)
-        *_, reward, _, _, info = env.step("look around")
-        assert info["reward_components"] == {"revisit": -0.25} and reward == -0.25
         first = env.oracle_action()
         *_, info = env.step(first)
         assert "revisit" not in info["reward_components"], first
         *_, reward, _, _, info = env.step("florp the zibble")
         assert not info["valid_action"] and reward == 0 and "revisit" not in info["reward_components"]
-        *_, info = env.step("look around")
-        assert info["reward_components"].get("revisit") == -0.25
+        *_, info = env.step("look around")  # the state changed: the look is news
+        assert "revisit" not in info["reward_components"]
+        *_, reward, _, _, info = env.step("look around")
+        assert info["reward_components"] == {"revisit": -0.25} and reward == -0.25
         env.reset(seed=0)  # a new episode forgets the last one's states
         *_, info = env.step(first)
         assert "revisit" not in info["reward_components"]
+        env.reset(seed=0)
+        *_, info = env.step("look around")  # the room the reset showed
+        assert info["reward_components"] == {"revisit": -0.25}
         env.revisit_penalty = 0.0
         env.reset(seed=0)
         *_, reward, _, _, info = env.step("look around")
@@ -213,6 +217,34 @@ def test_revisit_penalty_marks_returns_to_a_seen_state_not_progress(env):
         env.revisit_penalty = 0.0
     with pytest.raises(ConfigError, match="revisit_penalty"):
         ScienceWorldEnv(revisit_penalty=-1)
+
+
+@pytest.mark.slow
+def test_revisit_penalty_on_the_classification_loops_and_not_on_exploring():
+    """On find-living-thing (the preset's env): teleport + look into each new room costs nothing; teleporting
+    back to a room seen and looking again costs it twice; moving a pot into the box again costs it."""
+    import agentgym
+
+    env = agentgym.make("agentgym/ScienceWorld-find-living-thing-v0", simplifications="easy",
+                        action_filter="classify", revisit_penalty=0.05)
+    try:
+        env.reset(seed=0)
+
+        def revisits(*actions: str) -> list[bool]:
+            marks = []
+            for action in actions:
+                *_, info = env.step(action)
+                assert info["valid_action"], action
+                marks.append("revisit" in info["reward_components"])
+            return marks
+
+        assert revisits("teleport to art studio", "look around", "teleport to bathroom", "look around") == [False] * 4
+        assert revisits("teleport to art studio", "look around") == [True, True]
+        assert revisits("teleport to greenhouse", "pick up flower pot 2", "teleport to kitchen",
+                        "move flower pot to red box") == [False] * 4
+        assert revisits("move flower pot to red box") == [True]
+    finally:
+        env.close()
 
 
 def test_focusing_on_the_wrong_thing_fails_the_task(env):
