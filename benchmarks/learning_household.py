@@ -196,6 +196,8 @@ def main(argv: list[str] | None = None) -> None:
                         "(seeds trained in separate processes, each with its own --seeds)")
     parser.add_argument("overrides", nargs="*", help="config overrides for every RL run, e.g. rollout.groups=4")
     args = parser.parse_args(argv)
+    if args.report and not args.sft_checkpoint:  # else it would train the warm start it must only read
+        raise SystemExit("--report trains nothing: give --sft-checkpoint DIR, the checkpoint the runs started from")
     family = args.family or "household"
     preset = FAMILIES[family]
     if args.gpu and family != "household":

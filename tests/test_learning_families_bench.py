@@ -41,6 +41,10 @@ def test_family_benchmark_runs_the_family_preset(monkeypatch, tmp_path, capsys):
     with pytest.raises(SystemExit, match="no finished 1-iteration run of seed 2 in"):
         learning_household.main(["--family", "search", "--sft-checkpoint", str(ckpt), "--iterations", "1",
                                  "--seeds", "2", "--out", str(out), "--report", *TINY_RUN])
+    with pytest.raises(SystemExit, match="--report trains nothing: give --sft-checkpoint"):
+        learning_household.main(["--family", "search", "--iterations", "1", "--seeds", "0", "--out",
+                                 str(tmp_path / "nothing"), "--report", *TINY_RUN])
+    assert not (tmp_path / "nothing").exists()
 
 
 def test_learning_py_dispatches_family(monkeypatch):
