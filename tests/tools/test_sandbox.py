@@ -265,6 +265,7 @@ def test_reaping_stale_containers_while_other_sandboxes_close_does_not_fail():
     from agentgym.tools.sandbox.docker import DEFAULT_IMAGE, client, labelled_containers, reap_stale
 
     api = client().api
+
     def make(owner: str) -> str:
         return api.create_container(DEFAULT_IMAGE, ["true"], labels={LABEL: "1", f"{LABEL}.owner": owner})["Id"]
 
