@@ -241,30 +241,30 @@ class ScienceWorldEnv(TextEnv):
         try:
             if valid:  # the new state, before the reward: a revisit is judged on it
                 self._cached = self._query_state()
-                self._penalise_revisit(components, obs)
+                self._penalise_revisit(components, self._cached[1], obs)
             info = make_info(success=success, valid_action=valid, reward_components=components,
                              task_id=self.task_id, score=self._score, variation=self._variation)
-            obs, info = self._finish(obs, info, refresh=False)
+            obs, info = self._finish(obs, info)
         except simulator_errors() as exc:
             return self._crashed(exc)
         return obs, float(sum(components.values())), self._done, False, info
 
-    def _penalise_revisit(self, components: dict[str, float], answer: str) -> None:
+    def _penalise_revisit(self, components: dict[str, float], anchor: str, answer: str) -> None:
         # the loops a small model falls into here (teleporting back to rooms it has seen, repeating a move that
         # moves nothing) bring back a known state with a known answer. The answer counts too: a teleport
         # says only "You teleport to X", so the `look around` after it shows something new in an unchanged
         # state. A question the parser asks back is not a revisit.
-        if not self.revisit_penalty or self._awaiting_choice or self._cached is None:
+        if not self.revisit_penalty or self._awaiting_choice:
             return
-        key = _revisit_key(self._cached[1], answer)
+        key = _revisit_key(anchor, answer)
         if key in self._visited:
             components["revisit"] = -self.revisit_penalty
         self._visited.add(key)
 
-    def _finish(self, obs: str, info: dict[str, Any], refresh: bool = True) -> tuple[str, dict[str, Any]]:
-        """Admissible actions and anchor from the simulator; `refresh=False` reuses the last ones (an
-        action the parser rejected leaves the simulator's state as it was)."""
-        if refresh or self._cached is None:
+    def _finish(self, obs: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Admissible actions and anchor of the current state, asked of the simulator once a state (`_cached`:
+        reset clears it, an accepted step refreshes it, a step the parser rejected keeps it)."""
+        if self._cached is None:
             self._cached = self._query_state()
         actions, anchor = self._cached
         self._expert.observe(obs)
