@@ -51,6 +51,8 @@ class ClassifyExpert:
     found: tuple[str, str] | None = None   # (name to focus on, name to pick up)
     candidates: list[tuple[str, str]] = field(default_factory=list)  # of the asked kind, in the room looked at
     focused: bool = False
+    focus_object: str = ""   # what the focus action named: "adult cherry tree"
+    held: str = ""           # what was picked up
     holding: bool = False
 
     def observe(self, observation: str) -> None:
@@ -105,26 +107,32 @@ class ClassifyExpert:
             for focus_name, take_name in self.candidates:
                 focus = _first(acts, lambda a: a.startswith("focus on ") and a.endswith(focus_name))
                 if focus:
-                    self.found = (focus_name, take_name)
+                    self.found, self.focus_object = (focus_name, take_name), focus[len("focus on "):]
                     return focus
             return None
         focus_name, take_name = self.found
         if self.kind == "non-living thing":
             return _first(acts, lambda a: a.startswith(f"move {take_name} ") and a.endswith(f"to {self.color} box"))
         if not self.holding:
-            return _first(acts, lambda a: a == f"pick up {take_name}")
+            # the focused thing itself: a policy that copies the name it focused on cannot take the wrong pot
+            # (a warm start cloned from pot pick-ups took the low-numbered pots whatever they held); the pot
+            # only where the simulator does not list the thing alone
+            self.held = next((n for n in (self.focus_object, take_name) if f"pick up {n}" in acts), "")
+            return f"pick up {self.held}" if self.held else None
         if self.room != self.target_room:
             return f"teleport to {self.target_room}" if f"teleport to {self.target_room}" in acts else None
-        return _first(acts, lambda a: _moves(a, take_name, self.color))
+        return _first(acts, lambda a: _moves(a, self.held, self.color))
 
 
 def _moves(action: str, name: str, color: str) -> bool:
-    """Does `action` move the held `name` into the box? Held, "flower pot 4" is listed as "flower pot"."""
+    """Does `action` move the held `name` into the box? Held, "flower pot 4" is listed as "flower pot" and a
+    plant picked up as "apple tree" as "adult apple tree" (its stage); "apple" (the fruit) is another thing."""
     end = f" to {color} box"
     if not action.startswith("move ") or not action.endswith(end):
         return False
     thing = action[len("move "):-len(end)].split(" containing ")[0].removesuffix(" in inventory")
-    return name == thing or name.startswith(thing + " ")
+    unnumbered, _, number = name.rpartition(" ")
+    return name == thing or thing.endswith(" " + name) or (number.isdigit() and thing == unnumbered)
 
 
 def _first(acts: list[str], test) -> str | None:
