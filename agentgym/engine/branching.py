@@ -39,12 +39,12 @@ import numpy as np
 from agentgym.chat import ChatFormat
 from agentgym.errors import CheckError, ConfigError
 from agentgym.policy import Policy
+from agentgym.revisits import REVISIT
 from agentgym.engine.rollout import RolloutConfig, _Engine, _Episode, _resolve_chat, _run_sync, rollout
 from agentgym.snapshot import restore, snapshot, supports_snapshot
 from agentgym.trajectory import Trajectory, TurnTable
 from agentgym.engine.vector import build_env, env_turn_limit, make_pool
 
-REVISIT_COMPONENT = "revisit"  # the reward component an env pays for an action that brings back a visited state
 
 
 def _random_turns(trunk: Trajectory, rng: random.Random, points: int) -> list[int]:
@@ -54,7 +54,7 @@ def _random_turns(trunk: Trajectory, rng: random.Random, points: int) -> list[in
 def _revisit_turns(trunk: Trajectory, rng: random.Random, points: int) -> list[int]:
     """The turns whose action brought back a state the episode had been in (reward component `revisit` < 0),
     in order: the loops a small model falls into; then turns drawn at random."""
-    loops = [t.index for t in trunk.turns if t.reward_components.get(REVISIT_COMPONENT, 0.0) < 0][:points]
+    loops = [t.index for t in trunk.turns if t.reward_components.get(REVISIT, 0.0) < 0][:points]
     rest = [t.index for t in trunk.turns if t.index not in loops]
     return sorted(loops + rng.sample(rest, min(points - len(loops), len(rest))))
 

@@ -29,12 +29,12 @@ from agentgym.engine.branching import _continue, replayed_points
 from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError
 from agentgym.policy import Choice, Policy
+from agentgym.revisits import REVISIT
 from agentgym.engine.rollout import RolloutConfig, _Engine, _resolve_chat, _run_sync, rollout
 from agentgym.snapshot import restore
 from agentgym.trajectory import Trajectory
 from agentgym.engine.vector import make_pool
 
-LOOP_COMPONENT = "revisit"  # the reward component an env pays for an action that brings back a visited state
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def branch_turns(trunk: Trajectory, points: int, rng: random.Random, success_poi
     open_turns = [t.index for t in trunk.turns if t.choice is not None and len(t.choice.candidates) > 1]
     if trunk.success:
         return sorted(rng.sample(open_turns, min(success_points, len(open_turns))))
-    loops = [i for i in open_turns if trunk.turns[i].reward_components.get(LOOP_COMPONENT, 0.0) < 0]
+    loops = [i for i in open_turns if trunk.turns[i].reward_components.get(REVISIT, 0.0) < 0]
     chosen = loops[:points]
     rest = [i for i in open_turns if i not in chosen]
     chosen += rng.sample(rest, min(points - len(chosen), len(rest)))

@@ -17,6 +17,7 @@ from agentgym.envs.household import engine, oracle
 from agentgym.envs.household.expert import FairExpert
 from agentgym.envs.household.world import World, generate, knobs_for
 from agentgym.errors import ConfigError
+from agentgym.revisits import checked_penalty, penalise_revisit
 from agentgym.tools import extract_tag
 
 MAX_ACTION_CHARS = 4000  # only the tail of a huge action is read
@@ -49,9 +50,7 @@ class HouseholdEnv(TextEnv):
         self.difficulty = difficulty
         self.knobs = knobs_for(difficulty, **self._knob_args)  # validates now, not at the first reset
         self.success_reward, self.progress_reward = float(success_reward), float(progress_reward)
-        self.invalid_penalty, self.revisit_penalty = float(invalid_penalty), float(revisit_penalty)
-        if self.revisit_penalty < 0:
-            raise ConfigError(f"revisit_penalty is subtracted, so it must be >= 0, got {revisit_penalty!r}")
+        self.invalid_penalty, self.revisit_penalty = float(invalid_penalty), checked_penalty(revisit_penalty)
         if not self.progress_reward:  # progress pays per subgoal reached, how many at once is open
             worst = -max(self.invalid_penalty, self.revisit_penalty)
             self.reward_range = (min(0.0, worst), max(0.0, self.success_reward))
@@ -184,10 +183,7 @@ class HouseholdEnv(TextEnv):
     def _penalise_revisit(self, w: World, components: dict[str, float]) -> None:
         # a valid command that changed nothing (look, examine) or undid what came before (put back what
         # was just taken, walk back to where nothing changed) brings back a known state: no progress
-        key = w.state_key()
-        if key in self._visited and self.revisit_penalty:
-            components["revisit"] = -self.revisit_penalty
-        self._visited.add(key)
+        penalise_revisit(self._visited, w.state_key(), self.revisit_penalty, components)
 
     def _finish(self, obs: str, info: dict[str, Any], remind: bool = False) -> tuple[str, dict[str, Any]]:
         self._expert.observe(obs)  # before the listing is appended: it reads what the agent is told

@@ -28,6 +28,7 @@ from agentgym.envs.scienceworld.expert import TASKS as EXPERT_TASKS, ClassifyExp
 from agentgym.envs.scienceworld.simulator import Simulator, simulator_errors
 from agentgym.envs.scienceworld.tasks import TASK_NAMES
 from agentgym.errors import ConfigError
+from agentgym.revisits import checked_penalty, penalise_revisit
 from agentgym.tools import extract_tag
 
 MAX_COMMAND_CHARS = 300
@@ -81,9 +82,7 @@ class ScienceWorldEnv(TextEnv):
         self.simplifications = simplifications
         self.valid_actions, self.list_actions = valid_actions, list_actions
         self.score_scale, self.anchor_mode = float(score_scale), anchor
-        self.revisit_penalty = float(revisit_penalty)
-        if self.revisit_penalty < 0:
-            raise ConfigError(f"revisit_penalty is subtracted, so it must be >= 0, got {revisit_penalty!r}")
+        self.revisit_penalty = checked_penalty(revisit_penalty)
         self._visited: set[str] = set()  # (anchor, simulator's answer) pairs of this episode (revisit_penalty)
         self._sim: Simulator | None = None
         self._loaded: tuple[int, bool] | None = None  # (variation, with gold path) the simulator holds
@@ -256,10 +255,7 @@ class ScienceWorldEnv(TextEnv):
         # state. A question the parser asks back is not a revisit.
         if not self.revisit_penalty or self._awaiting_choice:
             return
-        key = _revisit_key(anchor, answer)
-        if key in self._visited:
-            components["revisit"] = -self.revisit_penalty
-        self._visited.add(key)
+        penalise_revisit(self._visited, _revisit_key(anchor, answer), self.revisit_penalty, components)
 
     def _finish(self, obs: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """Admissible actions and anchor of the current state, asked of the simulator once a state (`_cached`:

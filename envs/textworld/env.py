@@ -20,6 +20,7 @@ from agentgym.core import TextEnv, make_info
 from agentgym.envs.textworld.expert import TextWorldExpert
 from agentgym.envs.textworld.games import TEXTWORLD_LOCK, GameSpec, game_path
 from agentgym.errors import ConfigError, require
+from agentgym.revisits import checked_penalty, penalise_revisit
 from agentgym.tools import extract_tag
 
 MAX_ACTION_CHARS = 4000
@@ -63,9 +64,7 @@ class TextWorldEnv(TextEnv):
                                                tuple(sorted((settings or {}).items())))
         self.game_pool, self.cache_dir = game_pool, cache_dir
         self.score_reward, self.win_reward = float(score_reward), float(win_reward)
-        self.revisit_penalty = float(revisit_penalty)
-        if self.revisit_penalty < 0:
-            raise ConfigError(f"revisit_penalty is subtracted, so it must be >= 0, got {revisit_penalty!r}")
+        self.revisit_penalty = checked_penalty(revisit_penalty)
         self.anchor_mode, self.list_actions, self.replan = anchor, list_actions, replan
         self._tw = None
         self._file: str | None = None
@@ -179,10 +178,7 @@ class TextWorldEnv(TextEnv):
         # walk back) brings back a known state: the loops a small model falls into, told apart from progress
         if not self.revisit_penalty:
             return
-        key = self._state_key()
-        if key in self._visited:
-            components["revisit"] = -self.revisit_penalty
-        self._visited.add(key)
+        penalise_revisit(self._visited, self._state_key(), self.revisit_penalty, components)
 
     def _invalid(self, command: str, admissible: list[str]) -> str:
         if not command:
