@@ -46,7 +46,6 @@ from agentgym.trajectory import Trajectory, TurnTable
 from agentgym.engine.vector import build_env, env_turn_limit, make_pool
 
 
-
 def _random_turns(trunk: Trajectory, rng: random.Random, points: int) -> list[int]:
     return sorted(rng.sample(range(len(trunk.turns)), min(points, len(trunk.turns))))
 

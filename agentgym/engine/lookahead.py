@@ -36,7 +36,6 @@ from agentgym.trajectory import Trajectory
 from agentgym.engine.vector import make_pool
 
 
-
 @dataclass(frozen=True)
 class Decision:
     """One turn of a greedy trunk and its play-outs: `picks[m]` is the candidate index tried (the greedy pick
