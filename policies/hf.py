@@ -85,6 +85,24 @@ def top_p_filter(probs: Any, top_p: float) -> Any:
     return kept / kept.sum()
 
 
+def batch_slices(lengths: Sequence[int], max_rows: int, max_tokens: int | None) -> list[tuple[int, int]]:
+    """Cut rows (in order) into consecutive [start, end) batches of at most `max_rows` rows whose padded size,
+    rows x the batch's longest row, fits `max_tokens` (None: no token limit). A row longer than the budget
+    gets a batch of its own: it is never refused here."""
+    slices: list[tuple[int, int]] = []
+    start = 0
+    while start < len(lengths):
+        end, longest = start + 1, lengths[start]
+        while end < len(lengths) and end - start < max_rows:
+            widest = max(longest, lengths[end])
+            if max_tokens is not None and (end - start + 1) * widest > max_tokens:
+                break
+            end, longest = end + 1, widest
+        slices.append((start, end))
+        start = end
+    return slices
+
+
 def hit_stop(text: str, stops: Sequence[str], searched: int) -> bool:
     """True when a stop string appears in `text` at or after where a new match could start."""
     return any(s and s in text[max(0, searched - len(s) + 1):] for s in stops)
@@ -94,9 +112,13 @@ class HFPolicy(BasePolicy):
     """Batched, KV-cached generation with a transformers model; shares `.model` with the trainer."""
 
     def __init__(self, model: Any, tokenizer: Any, device: str | None = None, dtype: Any = None,
-                 max_batch_size: int = 64, prefix_cache_mb: float = 512, growing_cache: bool = True) -> None:
+                 max_batch_size: int = 64, prefix_cache_mb: float = 512, growing_cache: bool = True,
+                 max_batch_tokens: int | None = 32_768) -> None:
         """`prefix_cache_mb`: memory for the KV of past sequences, reused when a prompt extends one (0 = off);
-        `growing_cache`: write new KV in place in a preallocated buffer instead of concatenating per token."""
+        `growing_cache`: write new KV in place in a preallocated buffer instead of concatenating per token;
+        `max_batch_tokens`: a generation batch holds at most this many padded tokens (rows x (longest prompt
+        + its new tokens)): the KV cache and the prefill's attention grow with it (64 web-shop prompts of
+        ~1,500 tokens in one batch held ~11 GB); None: only `max_batch_size` limits a batch."""
         torch = require("torch", "hf")
         self.model, self.tokenizer = model, tokenizer
         self.device = torch.device(device) if device else next(model.parameters()).device
@@ -105,6 +127,9 @@ class HFPolicy(BasePolicy):
         if dtype is not None:
             self.model.to(dtype)
         self.max_batch_size = max_batch_size
+        if max_batch_tokens is not None and max_batch_tokens < 1:
+            raise PolicyError(f"max_batch_tokens must be at least 1 (or None for no limit), got {max_batch_tokens}")
+        self.max_batch_tokens = max_batch_tokens
         self.eos_token_ids = eos_ids(tokenizer, model)
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_id = pad if pad is not None else (min(self.eos_token_ids) if self.eos_token_ids else 0)
@@ -183,8 +208,9 @@ class HFPolicy(BasePolicy):
         rows.sort(key=lambda r: len(r.prompt))  # similar lengths share a batch: less padding
         with self._lock:
             self.drop_stale_prefixes()
-            for start in range(0, len(rows), self.max_batch_size):
-                chunk = rows[start:start + self.max_batch_size]
+            lengths = [len(row.prompt) + row.max_new for row in rows]
+            for start, end in batch_slices(lengths, self.max_batch_size, self.max_batch_tokens):
+                chunk = rows[start:end]
                 try:
                     self._generate_batch(chunk)
                 except RuntimeError as exc:  # e.g. CUDA out of memory: fail this chunk, not the rollout

@@ -32,6 +32,29 @@ def test_batched_equals_one_by_one_greedy(smol, smol_prompts):
     assert len({len(p) for p in smol_prompts}) == 3  # the prompts really were padded
 
 
+def test_token_budget_splits_batches_without_changing_outputs(smol, smol_prompts, monkeypatch):
+    """A token budget cuts one generate call into several batches; greedy rows come out as in one batch."""
+    requests = [_req(p, temperature=0, max_tokens=6) for p in smol_prompts] * 2
+    whole = smol.generate(requests)
+    batches = []
+    decode = smol._decode_loop
+    monkeypatch.setattr(smol, "_decode_loop", lambda rows: (batches.append(rows), decode(rows))[1])
+    budget = 2 * (max(len(p) for p in smol_prompts) + 6)  # two of the longest rows fit, three do not
+    monkeypatch.setattr(smol, "max_batch_tokens", budget)
+    split = smol.generate(requests)
+    assert len(batches) >= 3 and sum(len(rows) for rows in batches) == len(requests)
+    assert all(len(rows) * max(len(r.prompt) + r.max_new for r in rows) <= budget for rows in batches)
+    for a, b in zip(whole, split):
+        assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
+
+
+def test_a_token_budget_below_one_is_refused(smol):
+    from agentgym.policies.hf import HFPolicy
+
+    with pytest.raises(PolicyError, match="max_batch_tokens must be at least 1"):
+        HFPolicy(smol.model, smol.tokenizer, max_batch_tokens=0)
+
+
 def _teacher_forced(smol, prompt, response, temperature):
     import torch
 

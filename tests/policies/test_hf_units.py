@@ -245,3 +245,18 @@ def test_growing_layer_writes_in_place_and_matches_concatenation():
     assert layer.get_seq_length() == 7 and layer.capacity >= 7
     layer.batch_select_indices(torch.tensor([1]))
     assert torch.equal(layer.keys, expected[1:]) and layer.get_mask_sizes(1) == (8, 0)
+
+
+def test_batch_slices_fit_rows_and_the_token_budget():
+    from agentgym.policies.hf import batch_slices
+
+    lengths = [10, 10, 20, 30, 30, 100]
+    assert batch_slices(lengths, 64, None) == [(0, 6)]           # no token limit: the row cap alone
+    assert batch_slices(lengths, 2, None) == [(0, 2), (2, 4), (4, 6)]
+    # padded size = rows x the longest row: 3 x 20 = 60 fits, 4 x 30 = 120 does not
+    assert batch_slices(lengths, 64, 60) == [(0, 3), (3, 5), (5, 6)]
+    # a row over the budget alone, never dropped; every row in exactly one batch, in order
+    slices = batch_slices(lengths, 64, 25)
+    assert slices[-1] == (5, 6) and [i for s, e in slices for i in range(s, e)] == list(range(6))
+    assert all((e - s) * max(lengths[s:e]) <= 25 or e - s == 1 for s, e in slices)
+    assert batch_slices([], 8, 100) == []
