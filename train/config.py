@@ -78,9 +78,18 @@ class ModelSection:
     Backward then stops N layers down: on a CPU, cheaper than LoRA on every layer."""
     vllm: VLLMSection = field(default_factory=VLLMSection)
     """Engine settings for model.policy=vllm:..."""
+    prefix_cache_mb: float | None = None
+    """Memory the HF rollout policy keeps for past prompts' KV, reused when a prompt extends one; None = the
+    policy's own default (512 MB generating, 2048 MB choosing among admissible actions), 0 = off. Each RL
+    process holds it: runs side by side on one machine can lower it."""
 
     def __post_init__(self) -> None:
         split_model_spec(self.policy)  # the policy grammar's trainable subset; a bad spec fails here, with the forms
+        if self.prefix_cache_mb is not None and self.prefix_cache_mb < 0:
+            raise ConfigError(f"model.prefix_cache_mb must be >= 0 (0 = no cache), got {self.prefix_cache_mb}")
+        if self.prefix_cache_mb is not None and split_model_spec(self.policy)[0] != "hf":
+            raise ConfigError("model.prefix_cache_mb sizes the HF rollout policy's cache; a rollout engine "
+                              f"({self.policy}) keeps its own: drop model.prefix_cache_mb")
         if self.train_layers < 0:
             raise ConfigError(f"model.train_layers must be >= 0, got {self.train_layers}")
         if self.train_layers and self.lora.enabled:

@@ -90,13 +90,15 @@ def make_policy(config: TrainConfig, model: Any, tokenizer: Any, run_dir: Path |
     plug-in's) fed pushed weights."""
     if split_model_spec(config.model.policy)[0] != "hf":
         return make_rollout_engine(config, tokenizer, run_dir or Path(config.train.run_dir))
+    # None: each policy's own default cache size
+    cache = {} if config.model.prefix_cache_mb is None else {"prefix_cache_mb": config.model.prefix_cache_mb}
     if config.rollout.action_mode == "admissible":
         from agentgym.policies.admissible import AdmissiblePolicy
 
-        return AdmissiblePolicy(model, tokenizer)
+        return AdmissiblePolicy(model, tokenizer, **cache)
     from agentgym.policies.hf import HFPolicy
 
-    return HFPolicy(model, tokenizer)
+    return HFPolicy(model, tokenizer, **cache)
 
 
 def make_rollout_engine(config: TrainConfig, tokenizer: Any, run_dir: Path) -> Any:

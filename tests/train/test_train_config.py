@@ -121,6 +121,26 @@ def test_the_vllm_policy_gets_the_engine_settings_of_the_config(tmp_path, monkey
         assert bool(seen.get("enable_lora")) is enabled, push
 
 
+def test_the_prefix_cache_size_reaches_the_hf_policy_and_is_refused_elsewhere(tmp_path, monkeypatch):
+    from agentgym.policies import admissible, hf
+    from agentgym.train import setup
+
+    seen = []
+    monkeypatch.setattr(hf, "HFPolicy", lambda model, tok, **kw: seen.append(("free", kw)) or "free")
+    monkeypatch.setattr(admissible, "AdmissiblePolicy", lambda model, tok, **kw: seen.append(("choose", kw)) or "choose")
+    for preset, kind in (("search_cpu", "free"), ("quickstart_cpu", "choose")):  # generating, choosing
+        for size, passed in ((None, {}), (256, {"prefix_cache_mb": 256.0}), (0, {"prefix_cache_mb": 0.0})):
+            seen.clear()
+            extra = [] if size is None else [f"model.prefix_cache_mb={size}"]
+            cfg = load_config(preset, [f"train.run_dir={tmp_path}", *extra])
+            assert setup.make_policy(cfg, model=None, tokenizer="tok") == kind
+            assert seen == [(kind, passed)], (preset, size)  # None leaves each policy its own default
+    with pytest.raises(ConfigError, match="must be >= 0"):
+        load_config("quickstart_cpu", ["model.prefix_cache_mb=-1"])
+    with pytest.raises(ConfigError, match="drop model.prefix_cache_mb"):  # a vLLM engine keeps its own cache
+        load_config("household_cpu_vllm", ["model.prefix_cache_mb=256"])
+
+
 def test_lora_push_is_refused_where_it_means_nothing():
     with pytest.raises(ConfigError, match="lora_push=merged chooses how a vllm: policy"):
         load_config("household_cpu_vllm", ["model.vllm.lora_push=merged"])  # no LoRA: full weights are pushed
