@@ -90,8 +90,7 @@ def make_policy(config: TrainConfig, model: Any, tokenizer: Any, run_dir: Path |
     plug-in's) fed pushed weights."""
     if split_model_spec(config.model.policy)[0] != "hf":
         return make_rollout_engine(config, tokenizer, run_dir or Path(config.train.run_dir))
-    # None: each policy's own default cache size
-    cache = {} if config.model.prefix_cache_mb is None else {"prefix_cache_mb": config.model.prefix_cache_mb}
+    cache = prefix_cache_kwargs(config)
     if config.rollout.action_mode == "admissible":
         from agentgym.policies.admissible import AdmissiblePolicy
 
@@ -99,6 +98,12 @@ def make_policy(config: TrainConfig, model: Any, tokenizer: Any, run_dir: Path |
     from agentgym.policies.hf import HFPolicy
 
     return HFPolicy(model, tokenizer, **cache)
+
+
+def prefix_cache_kwargs(config: TrainConfig) -> dict[str, float]:
+    """The HF policy's prefix-cache size from model.prefix_cache_mb; none (each policy's own default) when unset."""
+    size = config.model.prefix_cache_mb
+    return {} if size is None else {"prefix_cache_mb": size}
 
 
 def make_rollout_engine(config: TrainConfig, tokenizer: Any, run_dir: Path) -> Any:

@@ -220,3 +220,16 @@ def test_quickstart_preset_warm_starts_a_searching_agent():
     env = HouseholdEnv()
     obs, _ = env.reset(seed=cfg.sft.seed_start)
     assert "Admissible actions" not in obs  # no per-turn action list: it would triple the prompt
+
+
+def test_the_sft_evaluation_uses_the_configured_prefix_cache(tmp_path, monkeypatch):
+    from agentgym.policies import hf
+    from agentgym.train.sft.run import SFTRun
+
+    real, made = hf.HFPolicy, []
+    monkeypatch.setattr(hf, "HFPolicy", lambda *a, **kw: made.append(real(*a, **kw)) or made[-1])
+    SFTRun(toy_config(tmp_path, "sft.expert=oracle", "model.prefix_cache_mb=0")).evaluate()
+    assert made and all(p.prefix_store is None for p in made)  # 0: no cache, as model.prefix_cache_mb says
+    made.clear()
+    SFTRun(toy_config(tmp_path, "sft.expert=oracle")).evaluate()
+    assert made and all(p.prefix_store is not None for p in made)  # unset: the policy's own default

@@ -197,11 +197,14 @@ class SFTRun:
         rc = r.engine_config(temperature=e.temperature, stop=self.chat.stop_strings, seed=cfg.train.seed)
         seeds = list(range(e.seed_start, e.seed_start + e.seeds))
         t = time.perf_counter()
-        policy = HFPolicy(self.model, self.tokenizer)
+        from agentgym.train.setup import prefix_cache_kwargs
+
+        cache = prefix_cache_kwargs(cfg)
+        policy = HFPolicy(self.model, self.tokenizer, **cache)
         if r.action_mode == "admissible":  # evaluate as the RL stage will act
             from agentgym.policies.admissible import AdmissiblePolicy
 
-            policy = AdmissiblePolicy(self.model, self.tokenizer, chat=self.chat)
+            policy = AdmissiblePolicy(self.model, self.tokenizer, chat=self.chat, **cache)
         trajs = rollout(self.env_id, policy, self.chat, seeds, 1, rc,
                         env_kwargs=dict(r.env_kwargs) or None, reset_options={"split": e.split})
         return {**rollout_metrics(trajs, prefix="eval/"), "time/eval": time.perf_counter() - t}
