@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from agentgym.chat import ChatFormat
 from agentgym.errors import ConfigError, require
@@ -100,7 +100,11 @@ def make_policy(config: TrainConfig, model: Any, tokenizer: Any, run_dir: Path |
     return HFPolicy(model, tokenizer, **cache)
 
 
-def prefix_cache_kwargs(config: TrainConfig) -> dict[str, float]:
+class PrefixCacheKwargs(TypedDict, total=False):
+    prefix_cache_mb: float
+
+
+def prefix_cache_kwargs(config: TrainConfig) -> PrefixCacheKwargs:
     """The HF policy's prefix-cache size from model.prefix_cache_mb; none (each policy's own default) when unset."""
     size = config.model.prefix_cache_mb
     return {} if size is None else {"prefix_cache_mb": size}
