@@ -145,6 +145,8 @@ def fake_vllm(monkeypatch):
     module.LLM = lambda **kwargs: (_ for _ in ()).throw(RuntimeError("CUDA not available"))
     monkeypatch.setitem(sys.modules, "vllm", module)
     monkeypatch.setitem(sys.modules, "vllm.lora.request", types.SimpleNamespace(LoRARequest=LoRARequest))
+    # the stand-in has no platforms module, whatever an earlier test in this process imported of the real vLLM
+    monkeypatch.setitem(sys.modules, "vllm.platforms", None)
     return module
 
 
