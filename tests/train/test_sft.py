@@ -228,8 +228,11 @@ def test_the_sft_evaluation_uses_the_configured_prefix_cache(tmp_path, monkeypat
 
     real, made = hf.HFPolicy, []
     monkeypatch.setattr(hf, "HFPolicy", lambda *a, **kw: made.append(real(*a, **kw)) or made[-1])
-    SFTRun(toy_config(tmp_path, "sft.expert=oracle", "model.prefix_cache_mb=0")).evaluate()
-    assert made and all(p.prefix_store is None for p in made)  # 0: no cache, as model.prefix_cache_mb says
+    for mode in ("generate", "admissible"):  # the admissible policy's own free policy holds its cache
+        made.clear()
+        SFTRun(toy_config(tmp_path, "sft.expert=oracle", "model.prefix_cache_mb=0",
+                          f"rollout.action_mode={mode}")).evaluate()
+        assert made and all(p.prefix_store is None for p in made), mode  # 0: no cache, as the setting says
     made.clear()
     SFTRun(toy_config(tmp_path, "sft.expert=oracle")).evaluate()
     assert made and all(p.prefix_store is not None for p in made)  # unset: the policy's own default

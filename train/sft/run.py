@@ -200,11 +200,12 @@ class SFTRun:
         from agentgym.train.setup import prefix_cache_kwargs
 
         cache = prefix_cache_kwargs(cfg)
-        policy = HFPolicy(self.model, self.tokenizer, **cache)
         if r.action_mode == "admissible":  # evaluate as the RL stage will act
             from agentgym.policies.admissible import AdmissiblePolicy
 
-            policy = AdmissiblePolicy(self.model, self.tokenizer, chat=self.chat, **cache)
+            policy: Any = AdmissiblePolicy(self.model, self.tokenizer, chat=self.chat, **cache)
+        else:
+            policy = HFPolicy(self.model, self.tokenizer, **cache)
         trajs = rollout(self.env_id, policy, self.chat, seeds, 1, rc,
                         env_kwargs=dict(r.env_kwargs) or None, reset_options={"split": e.split})
         return {**rollout_metrics(trajs, prefix="eval/"), "time/eval": time.perf_counter() - t}
