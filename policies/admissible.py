@@ -163,13 +163,14 @@ class AdmissiblePolicy(BasePolicy):
                 self.trunk.clear()
             store = free.prefix_store
             reused, entry = store.longest(prompt) if store is not None else (0, None)
-            past = min(reused, len(prompt) - 1)
-            block = candidate_block(past, prompt[past:], cands)
-            cache = self._cache(entry, past, past + len(block.ids))
-            decoder, head = decoder_and_head(self.model)
-            capture: Any = self.trunk.capture(self.model) if self.keep_trunk and store is not None \
-                else contextlib.nullcontext([])
+            keep = self.keep_trunk and store is not None
+            capture: Any = self.trunk.capture(self.model) if keep else contextlib.nullcontext(None)
             with capture as caught:
+                # a capturing pass runs every prompt token whose trunk output is not kept yet, KV held or not
+                past = min(reused, len(prompt) - 1, len(prompt) if caught is None else self.trunk.covered(prompt))
+                block = candidate_block(past, prompt[past:], cands)
+                cache = self._cache(entry, past, past + len(block.ids))
+                decoder, head = decoder_and_head(self.model)
                 hidden = decoder(
                     input_ids=torch.tensor([block.ids], device=self.device),
                     position_ids=torch.tensor([block.positions], device=self.device),
@@ -179,7 +180,8 @@ class AdmissiblePolicy(BasePolicy):
             logprobs = torch.log_softmax(head(read).float(), -1)
             flat = target_logprobs(logprobs, block).tolist()
             if store is not None:
-                self._remember_prompt(prompt, reused, past, cache, self._keep_trunk(caught, prompt, past, entry, cands))
+                self._keep_trunk(caught, prompt, past, cands)
+                self._remember_prompt(prompt, reused, past, cache)
             tally = self._scoring
             tally["turns"] += 1
             tally["seconds"] += time.perf_counter() - start
@@ -207,22 +209,15 @@ class AdmissiblePolicy(BasePolicy):
                 layer.preload(keys[None, :, :past], values[None, :, :past], capacity)
         return cache
 
-    def _keep_trunk(self, caught: list[Any], prompt: list[int], past: int, entry: Any, cands: list[list[int]]
-                    ) -> Any:
-        """Keep the candidate tree's trunk output; return the whole prompt's (the stored entry's first
-        `past` tokens + this pass's), or None when not captured or the entry has none."""
-        import torch
-
+    def _keep_trunk(self, caught: list[Any] | None, prompt: list[int], past: int, cands: list[list[int]]) -> None:
+        """Keep this pass's trunk output: the prompt tokens it ran (extending the kept first `past`) and the
+        candidate tree (nothing when not captured)."""
         if not caught:
-            return None
+            return
         row = caught[0][0]
         tail = len(prompt) - past
         self.trunk.keep_tree(prompt, cands, row[tail:])
-        if not past:
-            return row[:tail].clone()
-        if entry is None or entry.hidden is None:
-            return None
-        return torch.cat([entry.hidden[:past], row[:tail]], dim=0)
+        self.trunk.keep_prompt(prompt, past, row[:tail])
 
     def rollout_trunk(self, model: Any, ids: Sequence[int], turns: Sequence[tuple[int, Sequence[Sequence[int]]]]
                       ) -> Any:
@@ -230,14 +225,10 @@ class AdmissiblePolicy(BasePolicy):
         scoring passes (policies/rollout_trunk.py), or None when it was not kept or is stale for `model`
         (the model the update trains: a copy's trunk has other weights and is refused)."""
         with self.free._lock:
-            store = self.free.prefix_store
-            reused, entry = store.longest(list(ids)) if store is not None else (0, None)
-            hidden = entry.hidden if entry is not None and reused >= len(ids) else None
-            return self.trunk.row(model, hidden, ids, turns)
+            return self.trunk.row(model, ids, turns)
 
-    def _remember_prompt(self, prompt: list[int], reused: int, past: int, cache: Any, hidden: Any = None) -> None:
-        """Keep the prompt's KV (the next turn's prompt extends it) and, when kept, its trunk output; the
-        candidate columns are dropped."""
+    def _remember_prompt(self, prompt: list[int], reused: int, past: int, cache: Any) -> None:
+        """Keep the prompt's KV (the next turn's prompt extends it); the candidate columns are dropped."""
         import numpy as np
 
         from agentgym.policies.kv_cache import CachedSequence
@@ -249,4 +240,4 @@ class AdmissiblePolicy(BasePolicy):
             return
         keys = [layer.keys[0, :, :n].clone() for layer in cache.layers]
         values = [layer.values[0, :, :n].clone() for layer in cache.layers]
-        store.add(CachedSequence(np.asarray(prompt, dtype=np.int64), keys, values, hidden))
+        store.add(CachedSequence(np.asarray(prompt, dtype=np.int64), keys, values))

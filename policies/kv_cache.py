@@ -135,12 +135,10 @@ class CachedSequence:
     tokens: np.ndarray
     keys: list[torch.Tensor]
     values: list[torch.Tensor]
-    hidden: torch.Tensor | None = None   # [len, d] input of the first trainable layer (policies/rollout_trunk.py)
 
     @property
     def nbytes(self) -> int:
-        extra = () if self.hidden is None else (self.hidden,)
-        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values, *extra))
+        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
 
 
 class PrefixStore:

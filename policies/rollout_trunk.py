@@ -3,28 +3,41 @@ trainable top layers (train/updaters/choice_ppo.py) instead of recomputing the t
 
 While an `AdmissiblePolicy` with `keep_trunk` scores a turn, a pre-hook on the first trainable decoder layer
 (policies/trunk.py `trainable_start`) catches the hidden states entering it for that pass's row: the prompt
-tokens the prefix store did not hold, then the turn's candidate tree. The prompt part is appended to the
-prefix-store entry's own (so a later turn, or another episode of the task, extends it: `CachedSequence.hidden`),
-the tree part is kept per (prompt, candidates). A hidden state at that layer depends only on the tokens it
-sees (causal mask, tree mask), so the update's row - the final prompt, then every turn's tree, laid out by
-`turns_block` in the same order - is these pieces concatenated; they equal a fresh trunk pass up to
-summation order (tests/train/test_rollout_trunk.py measures it).
+tokens the prefix store did not hold, then the turn's candidate tree. The prompt part extends the kept prompt
+it continues (so a later turn, or another episode of the task, extends it), the tree part is kept per (prompt,
+candidates). A hidden state at that layer depends only on the tokens it sees (causal mask, tree mask), so the
+update's row - the final prompt, then every turn's tree, laid out by `turns_block` in the same order - is these
+pieces concatenated; they equal a fresh trunk pass up to summation order (tests/train/test_rollout_trunk.py).
+
+The prompts' hidden states are kept here, apart from the prefix store's KV: a token's hidden state is one
+vector (576 floats for SmolLM2-135M) where its KV is one per layer (30 x 2 x 192), so a budget that holds a few
+long episodes' KV holds a whole iteration's hidden states. Kept inside the KV entries they were evicted with
+them, and half of a long-episode iteration's rows (ScienceWorld, 30 turns) recomputed their trunk.
 
 A piece is valid for the trunk weights it was computed with: the store keeps their stamp and `row` refuses
 (returns None, so the caller recomputes) when the weights below the trainable block changed since, when the
-first trainable layer moved, or when a piece is missing (an evicted prefix, a turn scored without capture).
+first trainable layer moved, or when a piece is missing (an evicted prompt, a turn scored without capture).
 """
 from __future__ import annotations
 
 import contextlib
+from collections import OrderedDict
 from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+DEFAULT_PROMPT_MB = 1024.0
 
 
 class RolloutTrunk:
     """Hidden states entering the first trainable layer, captured while scoring (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, prompt_mb: float = DEFAULT_PROMPT_MB) -> None:
         self.trees: dict[tuple[tuple[int, ...], tuple[tuple[int, ...], ...]], Any] = {}
+        # prompt tokens -> their [len, d] hidden states; least recently used first, within prompt_bytes
+        self.prompts: OrderedDict[int, tuple[np.ndarray, Any]] = OrderedDict()
+        self.prompt_bytes, self.max_prompt_bytes = 0, int(prompt_mb * 2**20)
+        self._next_key = 0
         self.stamp: tuple[tuple[int, int], ...] | None = None
         self.start = 0
         self.rows_served = 0
@@ -32,11 +45,13 @@ class RolloutTrunk:
 
     def clear(self) -> None:
         self.trees.clear()
+        self.prompts.clear()
+        self.prompt_bytes = 0
 
     @contextlib.contextmanager
-    def capture(self, model: Any) -> Iterator[list[Any]]:
+    def capture(self, model: Any) -> Iterator[list[Any] | None]:
         """Yields a list that receives the [1, Q, d] input of the first trainable layer during the forward
-        (empty when nothing is frozen). Records the trunk's stamp; a changed trunk drops older pieces."""
+        (None when nothing is frozen: no trunk). Records the trunk's stamp; a changed trunk drops older pieces."""
         from agentgym.policies.candidate_block import decoder_and_head
         from agentgym.policies.trunk import trainable_start, trunk_stamp
 
@@ -44,11 +59,11 @@ class RolloutTrunk:
         start = trainable_start(model)
         decoder, _ = decoder_and_head(model)
         if start == 0 or start >= len(decoder.layers):
-            yield caught
+            yield None
             return
         stamp = trunk_stamp(model, start)
         if (stamp, start) != (self.stamp, self.start):
-            self.trees.clear()
+            self.clear()
             self.stamp, self.start = stamp, start
 
         def hook(module: Any, args: tuple, kwargs: dict) -> None:
@@ -60,14 +75,60 @@ class RolloutTrunk:
         finally:
             handle.remove()
 
+    def _longest(self, prompt: Sequence[int]) -> tuple[int, int | None]:
+        """(how many leading tokens of `prompt` a kept prompt covers, its key); refreshes its recency."""
+        from agentgym.policies.kv_cache import common_prefix
+
+        ids = np.asarray(prompt, dtype=np.int64)
+        best, best_key = 0, None
+        for key, (tokens, _) in self.prompts.items():
+            n = common_prefix(ids, tokens)
+            if n > best:
+                best, best_key = n, key
+        if best_key is not None:
+            self.prompts.move_to_end(best_key)
+        return best, best_key
+
+    def covered(self, prompt: Sequence[int]) -> int:
+        """How many leading tokens of `prompt` have kept hidden states (a scoring pass that captures must
+        run the rest, even where the prefix store holds their KV)."""
+        return self._longest(prompt)[0]
+
+    def prompt_hidden(self, ids: Sequence[int]) -> Any:
+        """The [len(ids), d] hidden states of `ids`, or None when no kept prompt covers all of them."""
+        n, key = self._longest(ids)
+        if key is None or n < len(ids):
+            return None
+        return self.prompts[key][1][:len(ids)]
+
+    def keep_prompt(self, prompt: Sequence[int], past: int, tail: Any) -> None:
+        """Keep `prompt`'s hidden states: a kept prompt's for its first `past` tokens, then `tail` (this pass's,
+        [len(prompt) - past, d]). Kept prompts it extends are dropped (it covers them); nothing is kept when the
+        first `past` are not held (the row will be refused and recomputed)."""
+        import torch
+
+        from agentgym.policies.kv_cache import common_prefix
+
+        head = self.prompt_hidden(prompt[:past]) if past else tail[:0]
+        if head is None:
+            return
+        hidden = torch.cat([head, tail], dim=0) if past else tail.clone()
+        tokens = np.asarray(prompt, dtype=np.int64)
+        for key in [k for k, (t, _) in self.prompts.items()
+                    if len(t) <= len(tokens) and common_prefix(t, tokens) == len(t)]:
+            self.prompt_bytes -= _nbytes(self.prompts.pop(key)[1])
+        self.prompts[self._next_key] = (tokens, hidden)
+        self._next_key += 1
+        self.prompt_bytes += _nbytes(hidden)
+        while self.prompt_bytes > self.max_prompt_bytes and len(self.prompts) > 1:
+            self.prompt_bytes -= _nbytes(self.prompts.popitem(last=False)[1][1])
+
     def keep_tree(self, prompt: Sequence[int], candidates: Sequence[Sequence[int]], tree: Any) -> None:
         self.trees[(tuple(prompt), tuple(tuple(c) for c in candidates))] = tree.clone()
 
-    def row(self, model: Any, prompt_hidden: Any, ids: Sequence[int],
-            turns: Sequence[tuple[int, Sequence[Sequence[int]]]]) -> Any:
-        """A TrunkHidden for the row turns_block(0, ids, turns), from `prompt_hidden` (the prefix store's
-        [n >= len(ids), d] hidden states of `ids`) and each turn's kept tree; None (refused) when the trunk
-        changed since capture or a piece is missing."""
+    def row(self, model: Any, ids: Sequence[int], turns: Sequence[tuple[int, Sequence[Sequence[int]]]]) -> Any:
+        """A TrunkHidden for the row turns_block(0, ids, turns), from the kept hidden states of `ids` and each
+        turn's kept tree; None (refused) when the trunk changed since capture or a piece is missing."""
         import torch
 
         from agentgym.policies.candidate_block import turns_block
@@ -75,16 +136,20 @@ class RolloutTrunk:
 
         start = trainable_start(model)
         fresh = self.stamp is not None and start == self.start and trunk_stamp(model, start) == self.stamp
+        prompt_hidden = self.prompt_hidden(ids) if fresh else None
         trees = [self.trees.get((tuple(ids[:n]), tuple(tuple(c) for c in cands))) for n, cands in turns]
         kept = [t for t in trees if t is not None]
-        if not fresh or self.stamp is None or prompt_hidden is None or prompt_hidden.shape[0] < len(ids) \
-                or len(kept) < len(trees):
+        if not fresh or self.stamp is None or prompt_hidden is None or len(kept) < len(trees):
             self.rows_refused += 1
             return None
         block = turns_block(0, ids, turns)
-        hidden = torch.cat([prompt_hidden[:len(ids)], *kept], dim=0)
+        hidden = torch.cat([prompt_hidden, *kept], dim=0)
         if hidden.shape[0] != len(block.ids):
             self.rows_refused += 1
             return None
         self.rows_served += 1
         return TrunkHidden(hidden[None], start, self.stamp, tuple(int(i) for i in block.ids))
+
+
+def _nbytes(t: Any) -> int:
+    return t.numel() * t.element_size()

@@ -21,7 +21,7 @@ CPU = torch.device("cpu")
 @pytest.fixture()
 def scored(tmp_path):
     """A 4-layer tiny Llama (top 2 trainable), an admissible policy that scored two turns of one episode
-    with keep_trunk (the second turn extends the first's prompt: its trunk comes from the prefix store)."""
+    with keep_trunk (the second turn extends the first's prompt: its trunk extends the first's kept one)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from agentgym.policies.admissible import AdmissiblePolicy
@@ -83,6 +83,38 @@ def test_a_changed_trunk_a_missing_turn_or_no_capture_is_refused(scored):
     policy.trunk.clear()
     policy.candidate_scores(list(seq.ids), [list(c) for c in seq.turns[1].candidates])
     assert policy.trunk.trees == {}
+
+
+def test_the_kept_prompts_outlive_the_prefix_stores_kv_within_their_own_budget(scored):
+    """The prefix store's budget holds a few long episodes' KV and drops the rest; the trunk keeps the prompts'
+    hidden states apart, so the row is still served (and still a fresh pass's); its own budget drops the oldest."""
+    model, policy, seq = scored
+    policy.free.prefix_store.clear()  # the episode's KV evicted
+    kept = _kept(policy, model, seq)
+    assert kept is not None
+    assert torch.allclose(kept.hidden, sequence_trunk(model, seq, CPU, tree=False).hidden, atol=2e-5, rtol=0)
+    policy.trunk.max_prompt_bytes = 1  # room for one prompt: another episode's pushes this one out
+    other = policy.chat_format().initial_prompt("Open the door.", "room 3 . a door here")
+    policy.candidate_scores(list(other), [list(c) for c in seq.turns[1].candidates])
+    assert len(policy.trunk.prompts) == 1 and _kept(policy, model, seq) is None
+
+
+def test_a_capturing_pass_runs_the_prompt_tokens_whose_trunk_is_not_kept(scored):
+    """KV held but trunk output not (kept pieces cleared, or the prompt scored without capture): the pass
+    runs the whole prompt instead of reading the KV, so the turn's row can still be served."""
+    model, policy, seq = scored
+    policy.reuse_scores = False
+    prompt, cands = list(seq.ids), [list(c) for c in seq.turns[1].candidates]
+    policy.scoring_stats()
+    policy.trunk.clear()
+    policy.candidate_scores(prompt, cands)
+    assert policy.scoring_stats()["prompt_tokens_run"] == len(prompt)
+    one_turn = ChoiceSequence(seq.ids, (ChoiceTurn(0, len(prompt), seq.turns[1].candidates, 0),))
+    kept = _kept(policy, model, one_turn)
+    assert kept is not None
+    assert torch.allclose(kept.hidden, sequence_trunk(model, one_turn, CPU, tree=False).hidden, atol=2e-5, rtol=0)
+    policy.candidate_scores(prompt, cands)  # now kept: the prompt comes from the KV store again
+    assert policy.scoring_stats()["prompt_tokens_run"] == 1
 
 
 def test_the_update_uses_the_rollouts_trunk_and_matches_recomputing_it(scored, choice_components):
