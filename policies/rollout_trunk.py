@@ -3,7 +3,8 @@ trainable top layers (train/updaters/choice_ppo.py) instead of recomputing the t
 
 While an `AdmissiblePolicy` with `keep_trunk` scores a turn, a pre-hook on the first trainable decoder layer
 (policies/trunk.py `trainable_start`) catches the hidden states entering it for that pass's row: the prompt
-tokens the prefix store did not hold, then the turn's candidate tree. The prompt part extends the kept prompt
+tokens not kept yet (the pass runs them even where the prefix store holds their KV), then the turn's candidate
+tree. The prompt part extends the kept prompt
 it continues (so a later turn, or another episode of the task, extends it), the tree part is kept per (prompt,
 candidates). A hidden state at that layer depends only on the tokens it sees (causal mask, tree mask), so the
 update's row - the final prompt, then every turn's tree, laid out by `turns_block` in the same order - is these
