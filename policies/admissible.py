@@ -22,12 +22,15 @@ import contextlib
 import math
 import time
 from collections import OrderedDict
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from agentgym.errors import require
 from agentgym.policies.base import BasePolicy, Generation, GenerationRequest
 from agentgym.policies.rollout_trunk import RolloutTrunk
 from agentgym.policy import Choice
+
+if TYPE_CHECKING:
+    from agentgym.policies.kv_cache import CachedSequence, PrefixStore
 
 
 def renormalised(scores: Sequence[float], temperature: float) -> list[float]:
@@ -181,7 +184,7 @@ class AdmissiblePolicy(BasePolicy):
             flat = target_logprobs(logprobs, block).tolist()
             if store is not None:
                 self._keep_trunk(caught, prompt, past, cands)
-                self._remember_prompt(prompt, reused, past, cache)
+                self._remember_prompt(store, prompt, reused, past, cache)
             tally = self._scoring
             tally["turns"] += 1
             tally["seconds"] += time.perf_counter() - start
@@ -227,13 +230,14 @@ class AdmissiblePolicy(BasePolicy):
         with self.free._lock:
             return self.trunk.row(model, ids, turns)
 
-    def _remember_prompt(self, prompt: list[int], reused: int, past: int, cache: Any) -> None:
-        """Keep the prompt's KV (the next turn's prompt extends it); the candidate columns are dropped."""
+    def _remember_prompt(self, store: PrefixStore[CachedSequence], prompt: list[int], reused: int, past: int,
+                         cache: Any) -> None:
+        """Keep the prompt's KV in `store` (the next turn's prompt extends it); the candidate columns are dropped."""
         import numpy as np
 
         from agentgym.policies.kv_cache import CachedSequence
 
-        n, store = len(prompt), self.free.prefix_store
+        n = len(prompt)
         store.hit_tokens += past
         store.miss_tokens += n - past
         if reused >= n:  # already stored whole

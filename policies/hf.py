@@ -139,9 +139,9 @@ class HFPolicy(BasePolicy):
         self.growing_cache = growing_cache
         self.prefix_store = None
         if prefix_cache_mb and prefix_cache_mb > 0:
-            from agentgym.policies.kv_cache import PrefixStore
+            from agentgym.policies.kv_cache import CachedSequence, PrefixStore
 
-            self.prefix_store = PrefixStore(int(prefix_cache_mb * 2**20))
+            self.prefix_store = PrefixStore[CachedSequence](int(prefix_cache_mb * 2**20))
         self._weights_seen: int | None = None
         self.on_token: Callable[[int, int], None] | None = None
         """Called with (request index in the generate call, token id) as each token is sampled (the gateway's

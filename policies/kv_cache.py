@@ -20,7 +20,7 @@ import typing
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Generic, Protocol, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -141,12 +141,26 @@ class CachedSequence:
         return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
 
 
-class PrefixStore:
-    """Least-recently-used `CachedSequence`s within a byte budget; lookup by longest common prefix."""
+class Stored(Protocol):
+    """What a `PrefixStore` keeps: something computed for a token sequence, and its size."""
+
+    @property
+    def tokens(self) -> np.ndarray: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+
+S = TypeVar("S", bound=Stored)
+
+
+class PrefixStore(Generic[S]):
+    """Least-recently-used entries computed for token sequences (`CachedSequence`: KV; the rollout trunk's
+    hidden states: policies/rollout_trunk.py), within a byte budget; lookup by longest common prefix."""
 
     def __init__(self, max_bytes: int, min_tokens: int = 8) -> None:
         self.max_bytes, self.min_tokens = int(max_bytes), min_tokens
-        self._entries: OrderedDict[int, CachedSequence] = OrderedDict()
+        self._entries: OrderedDict[int, S] = OrderedDict()
         self._next_key = 0
         self.bytes = 0
         self.hit_tokens = 0    # prompt tokens served from the store (for benchmarks and tests)
@@ -159,7 +173,7 @@ class PrefixStore:
         self._entries.clear()
         self.bytes = 0
 
-    def longest(self, prompt: Sequence[int]) -> tuple[int, CachedSequence | None]:
+    def longest(self, prompt: Sequence[int]) -> tuple[int, S | None]:
         """(how many leading tokens of `prompt` some entry covers, that entry); refreshes its recency."""
         if not self._entries:
             return 0, None
@@ -174,7 +188,7 @@ class PrefixStore:
         self._entries.move_to_end(best_key)
         return best, self._entries[best_key]
 
-    def add(self, entry: CachedSequence) -> None:
+    def add(self, entry: S) -> None:
         """Keep `entry`; drop entries it extends (it covers them) and the oldest ones over the budget."""
         if len(entry.tokens) < self.min_tokens or entry.nbytes > self.max_bytes:
             return

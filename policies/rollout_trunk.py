@@ -22,23 +22,38 @@ first trainable layer moved, or when a piece is missing (an evicted prompt, a tu
 from __future__ import annotations
 
 import contextlib
-from collections import OrderedDict
-from typing import Any, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from agentgym.policies.kv_cache import PrefixStore
+
 DEFAULT_PROMPT_MB = 1024.0
+
+
+@dataclass
+class HiddenSequence:
+    """A prompt's [len, d] hidden states entering the first trainable layer (kept in a `PrefixStore`)."""
+
+    tokens: np.ndarray
+    hidden: Any
+
+    @property
+    def nbytes(self) -> int:
+        return self.hidden.numel() * self.hidden.element_size()
 
 
 class RolloutTrunk:
     """Hidden states entering the first trainable layer, captured while scoring (see the module docstring)."""
 
     def __init__(self, prompt_mb: float = DEFAULT_PROMPT_MB) -> None:
+        from agentgym.policies.kv_cache import PrefixStore
+
         self.trees: dict[tuple[tuple[int, ...], tuple[tuple[int, ...], ...]], Any] = {}
-        # prompt tokens -> their [len, d] hidden states; least recently used first, within prompt_bytes
-        self.prompts: OrderedDict[int, tuple[np.ndarray, Any]] = OrderedDict()
-        self.prompt_bytes, self.max_prompt_bytes = 0, int(prompt_mb * 2**20)
-        self._next_key = 0
+        # the prompts' hidden states, least recently used dropped first (any covered prefix counts: min_tokens 1)
+        self.prompts: PrefixStore[HiddenSequence] = PrefixStore(int(prompt_mb * 2**20), min_tokens=1)
         self.stamp: tuple[tuple[int, int], ...] | None = None
         self.start = 0
         self.rows_served = 0
@@ -47,7 +62,6 @@ class RolloutTrunk:
     def clear(self) -> None:
         self.trees.clear()
         self.prompts.clear()
-        self.prompt_bytes = 0
 
     @contextlib.contextmanager
     def capture(self, model: Any) -> Iterator[list[Any] | None]:
@@ -76,53 +90,30 @@ class RolloutTrunk:
         finally:
             handle.remove()
 
-    def _longest(self, prompt: Sequence[int]) -> tuple[int, int | None]:
-        """(how many leading tokens of `prompt` a kept prompt covers, its key); refreshes its recency."""
-        from agentgym.policies.kv_cache import common_prefix
-
-        ids = np.asarray(prompt, dtype=np.int64)
-        best, best_key = 0, None
-        for key, (tokens, _) in self.prompts.items():
-            n = common_prefix(ids, tokens)
-            if n > best:
-                best, best_key = n, key
-        if best_key is not None:
-            self.prompts.move_to_end(best_key)
-        return best, best_key
-
     def covered(self, prompt: Sequence[int]) -> int:
         """How many leading tokens of `prompt` have kept hidden states (a scoring pass that captures must
         run the rest, even where the prefix store holds their KV)."""
-        return self._longest(prompt)[0]
+        return self.prompts.longest(prompt)[0]
 
     def prompt_hidden(self, ids: Sequence[int]) -> Any:
         """The [len(ids), d] hidden states of `ids`, or None when no kept prompt covers all of them."""
-        n, key = self._longest(ids)
-        if key is None or n < len(ids):
-            return None
-        return self.prompts[key][1][:len(ids)]
+        n, entry = self.prompts.longest(ids)
+        return entry.hidden[:len(ids)] if entry is not None and n >= len(ids) else None
 
     def keep_prompt(self, prompt: Sequence[int], past: int, tail: Any) -> None:
         """Keep `prompt`'s hidden states: a kept prompt's for its first `past` tokens, then `tail` (this pass's,
-        [len(prompt) - past, d]). Kept prompts it extends are dropped (it covers them); nothing is kept when the
-        first `past` are not held (the row will be refused and recomputed)."""
+        [len(prompt) - past, d]); the store drops kept prompts it extends. Nothing is kept when the first
+        `past` are not held (the row will be refused and recomputed)."""
         import torch
 
-        from agentgym.policies.kv_cache import common_prefix
-
-        head = self.prompt_hidden(prompt[:past]) if past else tail[:0]
-        if head is None:
-            return
-        hidden = torch.cat([head, tail], dim=0) if past else tail.clone()
-        tokens = np.asarray(prompt, dtype=np.int64)
-        for key in [k for k, (t, _) in self.prompts.items()
-                    if len(t) <= len(tokens) and common_prefix(t, tokens) == len(t)]:
-            self.prompt_bytes -= _nbytes(self.prompts.pop(key)[1])
-        self.prompts[self._next_key] = (tokens, hidden)
-        self._next_key += 1
-        self.prompt_bytes += _nbytes(hidden)
-        while self.prompt_bytes > self.max_prompt_bytes and len(self.prompts) > 1:
-            self.prompt_bytes -= _nbytes(self.prompts.popitem(last=False)[1][1])
+        if past:
+            head = self.prompt_hidden(prompt[:past])
+            if head is None:
+                return
+            hidden = torch.cat([head, tail], dim=0)
+        else:
+            hidden = tail.clone()  # not a view: the caught row also holds the candidate tree
+        self.prompts.add(HiddenSequence(np.asarray(prompt, dtype=np.int64), hidden))
 
     def keep_tree(self, prompt: Sequence[int], candidates: Sequence[Sequence[int]], tree: Any) -> None:
         self.trees[(tuple(prompt), tuple(tuple(c) for c in candidates))] = tree.clone()
@@ -151,6 +142,3 @@ class RolloutTrunk:
         self.rows_served += 1
         return TrunkHidden(hidden[None], start, self.stamp, tuple(int(i) for i in block.ids))
 
-
-def _nbytes(t: Any) -> int:
-    return t.numel() * t.element_size()

@@ -93,7 +93,7 @@ def test_the_kept_prompts_outlive_the_prefix_stores_kv_within_their_own_budget(s
     kept = _kept(policy, model, seq)
     assert kept is not None
     assert torch.allclose(kept.hidden, sequence_trunk(model, seq, CPU, tree=False).hidden, atol=2e-5, rtol=0)
-    policy.trunk.max_prompt_bytes = 1  # room for one prompt: another episode's pushes this one out
+    policy.trunk.prompts.max_bytes = policy.trunk.prompts.bytes  # room for this prompt: another episode's pushes it out
     other = policy.chat_format().initial_prompt("Open the door.", "room 3 . a door here")
     policy.candidate_scores(list(other), [list(c) for c in seq.turns[1].candidates])
     assert len(policy.trunk.prompts) == 1 and _kept(policy, model, seq) is None
