@@ -1,9 +1,12 @@
 """Which envs list every action they accept: `rollout.action_mode=admissible` chooses among
-`info["admissible_actions"]`, so it needs an env whose list is complete and playable as written.
+`info["admissible_actions"]`, so it needs an env whose list is complete: playable as written, or templates whose
+slot the policy writes.
 
 An env class declares it with `action_listing`:
     "all"       every accepted action is listed, as it is played (household, TextWorld, ScienceWorld)
-    "partial"   a list holds templates that need free text (the shop's "search[<query>]")
+    "partial"   a list holds templates that need free text (the shop's "search[<query>]"): admissible mode
+                writes their slot and chooses among the written action and the listed ones
+                (agentgym/action_templates.py)
     "none"      no list: actions are free text (search queries, tool calls)
 or a function of the env's kwargs returning one of those (ScienceWorld lists only with valid_actions=True).
 Undeclared (third-party envs, remote ones) is not refused: only a run can tell.
@@ -50,7 +53,3 @@ def check_action_mode(env_id: str, action_mode: str, env_kwargs: Mapping[str, An
     if listing == "none":
         raise ConfigError(f"rollout.action_mode=admissible needs an env that lists its actions, and {env_id} takes "
                           "free text (it has no info['admissible_actions']): set rollout.action_mode=generate")
-    if listing == "partial":
-        raise ConfigError(f"rollout.action_mode=admissible needs every action listed as it is played, and {env_id}'s "
-                          "list holds templates the agent must fill in (e.g. search[<query>]): set "
-                          "rollout.action_mode=generate")

@@ -59,6 +59,9 @@ class Choice:
     pick: int
     label: int | None = None       # None: the pick is the label
     scores: tuple[float, ...] | None = None  # each candidate's score as the policy ranked them (None: not kept)
+    # the candidate the policy wrote itself (a filled action template, agentgym/action_templates.py): its
+    # probability is the choice's times the writing's (train/updaters/choice_rows.turn_logprobs)
+    written: int | None = None
 
     @property
     def target(self) -> int:
@@ -69,6 +72,8 @@ class Choice:
                                "label": self.label}
         if self.scores is not None:
             out["scores"] = list(self.scores)
+        if self.written is not None:
+            out["written"] = self.written
         return out
 
     @classmethod
@@ -76,7 +81,8 @@ class Choice:
         scores = d.get("scores")
         return cls(tuple(tuple(int(i) for i in c) for c in d["candidates"]), int(d["pick"]),
                    None if d.get("label") is None else int(d["label"]),
-                   None if scores is None else tuple(float(x) for x in scores))
+                   None if scores is None else tuple(float(x) for x in scores),
+                   None if d.get("written") is None else int(d["written"]))
 
 
 @dataclass(frozen=True)

@@ -54,10 +54,11 @@ def demo_sequences(episodes: int, train_layers: int) -> tuple[list, object, obje
 
 def one_pass(model, seq, device, trunk, tree: bool = False) -> tuple[float, dict]:
     from agentgym.train.updaters.choice_ppo import sequence_choice_logprobs
+    from agentgym.train.updaters.choice_rows import action_logprob
 
     model.zero_grad(set_to_none=True)
     logps = sequence_choice_logprobs(model, seq, device, trunk=trunk, tree=tree)
-    loss = -sum(lp[t.chosen] for lp, t in zip(logps, seq.turns)) / len(seq.turns)
+    loss = -sum(action_logprob(lp, t) for lp, t in zip(logps, seq.turns)) / len(seq.turns)
     loss.backward()
     return float(loss), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 

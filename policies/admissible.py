@@ -11,7 +11,10 @@ puts it on the Turn, where the exact choice update (train/updaters/choice_ppo.py
 forward pass over the prompt tokens not already cached (the policy's prefix store holds earlier turns of the
 episode) and all candidates side by side, usually
 less than decoding a free-form answer token by token.
-Requests without admissible actions fall back to free generation (`HFPolicy`).
+Requests without admissible actions fall back to free generation (`HFPolicy`). An action template among them
+(the web shop's "search[<query>]", agentgym/action_templates.py) is written first: free generation after the
+prompt and the template's prefix, up to its suffix; the written action is the first candidate
+(`Choice.written`), scored beside the listed ones.
 
 `choice_logprob` is the log-probability of the chosen action under the renormalised distribution
 (what was actually sampled); `candidate_scores` returns every candidate's total log-likelihood.
@@ -22,8 +25,10 @@ import contextlib
 import math
 import time
 from collections import OrderedDict
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Sequence
 
+from agentgym.action_templates import first_template, template_parts, without_templates
 from agentgym.errors import require
 from agentgym.policies.base import BasePolicy, Generation, GenerationRequest
 from agentgym.policies.rollout_trunk import RolloutTrunk
@@ -106,15 +111,22 @@ class AdmissiblePolicy(BasePolicy):
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         out: list[Generation | None] = [None] * len(requests)
-        free = []
+        free, listed = [], {}
         for i, request in enumerate(requests):
             actions = list(((request.context.info or {}).get("admissible_actions") or ())
                            if request.context is not None else ())[:self.max_candidates]
             if not actions or not request.prompt_ids:
                 free.append(i)
+            else:
+                listed[i] = [str(a) for a in actions]
+        written = self._write_templates({i: (requests[i], a) for i, a in listed.items()})
+        for i, actions in listed.items():
+            actions, slot = written.get(i, (without_templates(actions), None))
+            if not actions:  # nothing to choose among (only a template that was not written)
+                free.append(i)
                 continue
             try:
-                out[i] = self._choose(request, actions)
+                out[i] = self._choose(requests[i], actions, slot)
             except RuntimeError as exc:  # e.g. out of memory: fail this request, not the rollout
                 out[i] = Generation((), "", (), "error", f"scoring admissible actions failed: {exc}")
         if free:
@@ -122,7 +134,35 @@ class AdmissiblePolicy(BasePolicy):
                 out[i] = gen
         return out  # type: ignore[return-value]
 
-    def _choose(self, request: GenerationRequest, actions: list[str]) -> Generation:
+    def _write_templates(self, listed: dict[int, tuple[GenerationRequest, list[str]]]
+                         ) -> dict[int, tuple[list[str], int]]:
+        """Write the slot of each request's first action template (agentgym/action_templates.py): free
+        generation after the prompt and the template's prefix, up to its suffix, in one batch. Returns, per
+        request with a template, its actions with that template replaced by the written action (further
+        templates dropped) and the written action's index."""
+        asks, where = [], []
+        chat = self.chat_format()
+        for i, (request, actions) in listed.items():
+            slot = first_template(actions)
+            if slot is None:
+                continue
+            prefix, suffix = template_parts(actions[slot])  # type: ignore[misc]
+            stop = tuple(request.sampling.stop) + ((suffix,) if suffix else ())
+            asks.append(GenerationRequest((*request.prompt_ids, *chat.encode(prefix)),
+                                          replace(request.sampling, stop=stop)))
+            where.append((i, slot, prefix, suffix))
+        out = {}
+        for (i, slot, prefix, suffix), gen in zip(where, self.free.generate(asks) if asks else []):
+            text = gen.text.split(suffix, 1)[0] if suffix else gen.text
+            for end in chat.stop_strings:  # a slot ends at the end of the turn too
+                text = text.split(end, 1)[0]
+            action = f"{prefix}{text.strip()}{suffix}"
+            actions = listed[i][1]
+            kept = [a for k, a in enumerate(actions) if k != slot and template_parts(a) is None and a != action]
+            out[i] = ([action, *kept], 0)
+        return out
+
+    def _choose(self, request: GenerationRequest, actions: list[str], written: int | None = None) -> Generation:
         torch = require("torch", "hf")
         cands = self.candidate_ids(actions)
         token_lps = self.candidate_scores(list(request.prompt_ids), cands)
@@ -135,7 +175,7 @@ class AdmissiblePolicy(BasePolicy):
         else:
             pick = probs.index(1.0)
         return Generation(tuple(cands[pick]), actions[pick], tuple(token_lps[pick]), "stop",
-                          choice=Choice(tuple(map(tuple, cands)), pick, scores=tuple(scores)))
+                          choice=Choice(tuple(map(tuple, cands)), pick, scores=tuple(scores), written=written))
 
     def candidate_scores(self, prompt: list[int], cands: list[list[int]]) -> list[list[float]]:
         """Per-token log-probabilities of each candidate continuing `prompt`: one forward pass over the

@@ -14,22 +14,27 @@ pytest.importorskip("transformers")
 
 from agentgym.policies.trunk import StaleTrunkError, shares_trunk  # noqa: E402
 from agentgym.train.updaters.choice_ppo import (  # noqa: E402
-    choice_kl, choice_update, reference_logprobs, sequence_choice_logprobs, sequence_trunk)
+    ChoiceTurn, choice_kl, choice_update, reference_logprobs, sequence_choice_logprobs, sequence_trunk)
 
 CPU = torch.device("cpu")
+
+
+def _picks(*chosen):
+    """Turns of 3 and 2 candidates choosing `chosen` (choice_kl reads the pick and the candidate count)."""
+    return [ChoiceTurn(k, 1, ((1,),) * n, c) for k, (n, c) in enumerate(zip((3, 2), chosen))]
 
 
 def test_exact_kl_sums_over_candidates_and_k1_k3_read_the_pick():
     new = [torch.log_softmax(torch.tensor([2.0, 0.0, -1.0]), -1), torch.log_softmax(torch.tensor([0.0, 1.0]), -1)]
     ref = [torch.log_softmax(torch.tensor([0.0, 0.0, 0.0]), -1), torch.log_softmax(torch.tensor([0.0, 1.0]), -1)]
-    exact = choice_kl(new, ref, [0, 1], "exact")
+    exact = choice_kl(new, ref, _picks(0, 1), "exact")
     p = new[0].exp()
     assert exact[0].item() == pytest.approx(float((p * (new[0] - ref[0])).sum()), abs=1e-6) and exact[0] > 0
     assert exact[1].item() == pytest.approx(0.0, abs=1e-7)  # the same distribution: no divergence
-    k1 = choice_kl(new, ref, [0, 1], "k1")
+    k1 = choice_kl(new, ref, _picks(0, 1), "k1")
     assert k1[0].item() == pytest.approx(float(new[0][0] - ref[0][0]))
     d = float(ref[0][2] - new[0][2])  # k3 = e^d - d - 1 with d = log ref - log new at the pick
-    assert choice_kl(new, ref, [2, 1], "k3")[0].item() == pytest.approx(np.exp(d) - d - 1, abs=1e-6)
+    assert choice_kl(new, ref, _picks(2, 1), "k3")[0].item() == pytest.approx(np.exp(d) - d - 1, abs=1e-6)
 
 
 @pytest.fixture()
@@ -82,7 +87,7 @@ def _kl_to(reference, model, seq):
     with torch.no_grad():
         new = sequence_choice_logprobs(model, seq, CPU)
         ref = sequence_choice_logprobs(reference, seq, CPU)
-    return float(choice_kl(new, ref, [t.chosen for t in seq.turns], "exact").sum())
+    return float(choice_kl(new, ref, seq.turns, "exact").sum())
 
 
 @pytest.mark.parametrize("estimator", ["exact", "k3"])

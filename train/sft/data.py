@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from agentgym.action_templates import template_parts, written_into
 from agentgym.errors import ConfigError
 from agentgym.policies.base import Generation, GenerationRequest
 from agentgym.policy import Choice
@@ -77,7 +78,14 @@ class ExpertPolicy(ScriptedPolicy):
         gen = Generation((*gen.token_ids, end), gen.text, (*gen.logprobs, 0.0), "stop")
         if not self.choices:
             return gen
-        actions = [str(a) for a in (request.context.info or {}).get("admissible_actions") or ()]
+        listed = [str(a) for a in (request.context.info or {}).get("admissible_actions") or ()]
+        # an expert's text that fills a template (the shop's search[<query>]) is the written candidate, as the
+        # admissible policy's own writing is (policies/admissible.py); other templates are not candidates
+        filled = written_into(listed, gen.text)
+        written = filled[1] if filled is not None else None
+        actions = [a for i, a in enumerate(filled[0] if filled else listed)
+                   if i == written or template_parts(a) is None]
+        written = None if written is None else actions.index(gen.text)
         cands = tuple(tuple(self.chat.encode(a) + [end]) for a in actions)
         if tuple(gen.token_ids) not in cands:  # an expert move outside the list teaches no choice
             return gen
@@ -85,8 +93,8 @@ class ExpertPolicy(ScriptedPolicy):
         if len(cands) > 1 and self._rng.random() < self.noise:
             other = self._rng.choice([i for i in range(len(cands)) if i != label])
             return Generation(cands[other], actions[other], (0.0,) * len(cands[other]), "stop",
-                              choice=Choice(cands, other, label))
-        return replace(gen, choice=Choice(cands, label))
+                              choice=Choice(cands, other, label, written=written))
+        return replace(gen, choice=Choice(cands, label, written=written))
 
 
 def rollout_config(config: Any, max_turns: int | None, chat: Any) -> Any:

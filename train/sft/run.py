@@ -62,21 +62,22 @@ def nll_step(model: Any, samples: Sequence[Any], index: Sequence[int], micro: in
 def choice_step(model: Any, seqs: Sequence[Any], index: Sequence[int], device: Any,
                 trunks: Sequence[Any] | None = None, scale: float = 1.0) -> tuple[float, int, int]:
     """Backward of `scale` x the turn-mean cross-entropy of the expert's action among each turn's admissible
-    actions (sft.objective=choice); (the unscaled loss, turns, turns where the expert's action already scored
+    actions (sft.objective=choice; where the expert wrote a template's slot, plus its written text's NLL); (the unscaled loss, turns, turns where the expert's action already scored
     best). With `trunks` (train.updaters.choice_ppo.sequence_trunk per sequence, computed once) only the
     trainable top layers run."""
     torch = require("torch", "hf")
     from agentgym.train.updaters.choice_ppo import sequence_choice_logprobs
+    from agentgym.train.updaters.choice_rows import action_logprob, choice_part
 
     turns = sum(len(seqs[i].turns) for i in index)
     total, best = 0.0, 0
     for i in index:
         logps = sequence_choice_logprobs(model, seqs[i], device, trunk=trunks[i] if trunks is not None else None)
-        picked = torch.stack([lp[t.chosen] for lp, t in zip(logps, seqs[i].turns)])
+        picked = torch.stack([action_logprob(lp, t) for lp, t in zip(logps, seqs[i].turns)])
         loss = -picked.sum() / max(turns, 1)
         (scale * loss).backward()
         total += float(loss.item())
-        best += sum(int(lp.argmax()) == t.chosen for lp, t in zip(logps, seqs[i].turns))
+        best += sum(int(choice_part(lp, t).argmax()) == t.chosen for lp, t in zip(logps, seqs[i].turns))
     return total, turns, best
 
 

@@ -19,8 +19,9 @@ import torch
 from agentgym.train.batch import Components, TrainConfig
 from agentgym.train.estimators.targets import turn_advantages
 from agentgym.train.health import signal_figures
-from agentgym.train.updaters.choice_rows import (Shortcuts, pack_groups, packed_block, packed_choice_logprobs,
-                                                  packed_trunk, reference_is_policy)
+from agentgym.train.updaters.choice_rows import (Shortcuts, action_logprob, choice_part, pack_groups, packed_block,
+                                                  packed_choice_logprobs, packed_trunk, packed_written,
+                                                  reference_is_policy, turn_logprobs)
 from agentgym.train.updaters.cost import UpdateCost
 from agentgym.trajectory import Trajectory, TurnTable
 
@@ -34,6 +35,7 @@ class ChoiceTurn:
     candidates: tuple[tuple[int, ...], ...]
     chosen: int
     episode: int = 0                      # which trajectory of the batch it belongs to (loss aggregation)
+    written: int | None = None            # the candidate the policy wrote itself (Choice.written)
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,8 @@ def choice_sequences(trajectories: Sequence[Trajectory], layout: str, use_labels
     out, row = [], 0
     for episode, traj in enumerate(trajectories):
         turns = [(turn, ChoiceTurn(row + turn.index, len(turn.prompt_ids), turn.choice.candidates,
-                                   turn.choice.target if use_labels else turn.choice.pick, episode))
+                                   turn.choice.target if use_labels else turn.choice.pick, episode,
+                                   turn.choice.written))
                  for turn in traj.turns if turn.choice is not None and turn.index >= traj.shared_prefix]
         row += len(traj.turns)
         if turns and layout == "trajectory":  # one pass over the last prompt covers every turn's prompt
@@ -109,7 +112,7 @@ def sequence_choice_logprobs(model: Any, seq: ChoiceSequence, device: Any, tempe
     totals = candidate_totals(target_logprobs(logprobs, block), block)
     # the rollout samples softmax(s / T) over the candidates' summed log-likelihoods s (admissible.renormalised):
     # T divides the sums, not each token's logits (which would be another distribution whenever T != 1)
-    return [torch.log_softmax(scores / temperature, -1) for scores in totals.split(list(block.turn_sizes))]
+    return turn_logprobs(totals, block.turn_sizes, temperature, [t.written for t in seq.turns])
 
 
 @dataclass
@@ -188,7 +191,7 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
         with torch.no_grad(), cost.timed("forward"):
             for members in everything:
                 for i, logps in zip(members, _logprobs(model, seqs, members, trunks, device, temperature)):
-                    old[i] = [lp[t.chosen].item() for lp, t in zip(logps, seqs[i].turns)]
+                    old[i] = [action_logprob(lp, t).item() for lp, t in zip(logps, seqs[i].turns)]
                     start_logps[i] = logps  # the weights before any step: with `reuse`, the reference's
                 count.rows("forward", seqs, members)
         if reuse:
@@ -207,17 +210,18 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
                     row_loss: Any = 0.0
                     for i, logps in zip(members, _logprobs(model, seqs, members, trunks, device, temperature)):
                         seq = seqs[i]
-                        new = torch.stack([lp[t.chosen] for lp, t in zip(logps, seq.turns)])
+                        new = torch.stack([action_logprob(lp, t) for lp, t in zip(logps, seq.turns)])
+                        choices = [choice_part(lp, t) for lp, t in zip(logps, seq.turns)]
                         adv = torch.tensor([float(advantages[t.row]) for t in seq.turns], device=new.device)
                         before = new.detach() if old[i] is None else torch.tensor(old[i], device=new.device)
                         ratio = torch.exp(new - before)
                         clipped = ratio.clamp(1 - cfg.loss.clip_low, 1 + cfg.loss.clip_high)
                         weight = torch.tensor(weights[i] / total_weight, device=new.device, dtype=new.dtype)
                         loss = -(torch.minimum(ratio * adv, clipped * adv) * weight).sum()
-                        ent = torch.stack([-(lp.exp() * lp).sum() for lp in logps])
+                        ent = torch.stack([-(lp.exp() * lp).sum() for lp in choices])
                         if kl_coef > 0:  # the reference's, or (`reuse`, one step) the policy's own detached
                             ref = reference[i] if reference is not None else [lp.detach() for lp in logps]
-                            kl = choice_kl(logps, ref, [t.chosen for t in seq.turns], kl_estimator)
+                            kl = choice_kl(logps, ref, seq.turns, kl_estimator)
                             loss = loss + kl_coef * (kl * weight).sum()
                             stats.kl += float(kl.detach().sum())
                         if cfg.regularisers.entropy_coef:
@@ -229,8 +233,9 @@ def choice_update(c: Components, seqs: Sequence[ChoiceSequence], advantages: np.
                         stats.turns += len(seq.turns)
                         if epoch == 0:
                             stats.first_turns += len(seq.turns)
-                            stats.greedy_picks += sum(int(lp.argmax()) == t.chosen for lp, t in zip(logps, seq.turns))
-                            stats.picked_prob += float(new.detach().exp().sum())
+                            stats.greedy_picks += sum(int(lp.argmax()) == t.chosen for lp, t in zip(choices, seq.turns))
+                            stats.picked_prob += sum(float(lp[t.chosen].detach().exp())
+                                                     for lp, t in zip(choices, seq.turns))
                 with cost.timed("backward"):
                     row_loss.backward()
                 count.rows("forward", seqs, members, backward=True, first=epoch == 0)
@@ -285,28 +290,31 @@ def _logprobs(model: Any, seqs: Sequence[ChoiceSequence], members: Sequence[int]
     own = [trunks[i] for i in members]
     if len(members) > 1:
         block = packed_block(seqs, members)
+        written = packed_written(seqs, members, block)
         trunk = packed_trunk(block, own)
         if trunk is not None or all(t is None for t in own):
             if trunk is None and ref is not None:
-                return packed_choice_logprobs(ref, block, device, temperature)
-            return packed_choice_logprobs(model, block, device, temperature, trunk, ref)
+                return packed_choice_logprobs(ref, block, device, temperature, written=written)
+            return packed_choice_logprobs(model, block, device, temperature, trunk, ref, written)
     if ref is not None:
         return [sequence_choice_logprobs(model, seqs[i], device, temperature, t, top=ref) if t is not None
                 else sequence_choice_logprobs(ref, seqs[i], device, temperature) for i, t in zip(members, own)]
     return [sequence_choice_logprobs(model, seqs[i], device, temperature, t) for i, t in zip(members, own)]
 
 
-def choice_kl(logps: Sequence[torch.Tensor], ref: Sequence[torch.Tensor], chosen: Sequence[int], estimator: str
-              ) -> torch.Tensor:
+def choice_kl(logps: Sequence[torch.Tensor], ref: Sequence[torch.Tensor], turns: Sequence[ChoiceTurn],
+              estimator: str) -> torch.Tensor:
     """Per turn, KL(π'_new || π'_ref) over the turn's candidates: `exact` sums π'_new(b) log(π'_new(b) / π'_ref(b))
-    over every candidate b (the whole distribution is at hand); `k1` / `k3` estimate it from the sampled pick
-    alone, as token PPO does from sampled tokens (updaters/losses.py)."""
+    over every candidate b (the whole distribution is at hand; a written candidate's writing is not in it: its
+    other texts were never scored); `k1` / `k3` estimate it from the sent action alone (its writing included),
+    as token PPO does from sampled tokens (updaters/losses.py)."""
     from agentgym.train.updaters.losses import kl_penalty
 
     if estimator == "exact":
-        return torch.stack([(lp.exp() * (lp - r)).sum() for lp, r in zip(logps, ref)])
-    picked = torch.stack([lp[a] for lp, a in zip(logps, chosen)])
-    return kl_penalty(picked, torch.stack([r[a] for r, a in zip(ref, chosen)]).to(picked), estimator)
+        return torch.stack([(choice_part(lp, t).exp() * (choice_part(lp, t) - choice_part(r, t))).sum()
+                            for lp, r, t in zip(logps, ref, turns)])
+    picked = torch.stack([action_logprob(lp, t) for lp, t in zip(logps, turns)])
+    return kl_penalty(picked, torch.stack([action_logprob(r, t) for r, t in zip(ref, turns)]).to(picked), estimator)
 
 
 def _rollout_trunk(policy: Any, model: Any, seq: ChoiceSequence) -> Any:

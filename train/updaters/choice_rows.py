@@ -92,12 +92,48 @@ def packed_trunk(block: Any, trunks: Sequence[Any]) -> Any:
     return TrunkHidden(hidden[None], trunks[0].start, trunks[0].stamp, tuple(block.ids))
 
 
+def turn_logprobs(totals: torch.Tensor, sizes: Sequence[int], temperature: float,
+                  written: Sequence[int | None]) -> list[torch.Tensor]:
+    """Per turn, log π'(b) = log_softmax(s(b) / T) over its candidates' summed log-likelihoods s (as the rollout
+    samples, policies/admissible.renormalised). A turn with a candidate w the policy wrote itself
+    (`Choice.written`: a filled template) gets one more entry, s(w): the log-likelihood of writing it, so the
+    action's log-probability is the choice's plus the writing's (`action_logprob`) and the written text is
+    trained even where it was the only candidate. `choice_part` drops that entry."""
+    out = []
+    for scores, w in zip(totals.split(list(sizes)), written):
+        lp = torch.log_softmax(scores / temperature, -1)
+        out.append(lp if w is None else torch.cat([lp, scores[w:w + 1]]))
+    return out
+
+
+def choice_part(lp: torch.Tensor, turn: Any) -> torch.Tensor:
+    """log π' over the turn's candidates alone (without the writing's entry)."""
+    return lp[:len(turn.candidates)]
+
+
+def action_logprob(lp: torch.Tensor, turn: Any, index: int | None = None) -> torch.Tensor:
+    """log-probability of sending candidate `index` (the turn's chosen one by default): choosing it, and for the
+    candidate the policy wrote, writing it."""
+    index = turn.chosen if index is None else index
+    return lp[index] + lp[-1] if turn.written is not None and index == turn.written else lp[index]
+
+
+def packed_written(seqs: Sequence[Any], members: Sequence[int], block: Any) -> list[int | None]:
+    """Each turn's written candidate (or None) in `block`'s turn order (packed_block(seqs, members))."""
+    written: list[int | None] = [None] * len(block.turn_sizes)
+    for j, index in enumerate(block.turn_index):
+        for turn, u in zip(seqs[members[j]].turns, index):
+            written[u] = turn.written
+    return written
+
+
 def packed_choice_logprobs(model: Any, block: Any, device: Any, temperature: float = 1.0, trunk: Any = None,
-                           top: Any = None) -> list[list[torch.Tensor]]:
+                           top: Any = None, written: Sequence[int | None] | None = None) -> list[list[torch.Tensor]]:
     """Per member row of `block` (policies/packed_rows.py), log π'(candidate) of each of its turns, from ONE
     pass over the packed row (attention in its pieces): as `choice_ppo.sequence_choice_logprobs` gives each
     member on its own row. `trunk`: the packed row's (packed_trunk), so only the top layers run; `top`: the
-    model whose top layers and head score (a KL reference sharing `model`'s trunk)."""
+    model whose top layers and head score (a KL reference sharing `model`'s trunk); `written`: each turn's
+    written candidate in the block's turn order (packed_written; `turn_logprobs`)."""
     from agentgym.policies.candidate_block import candidate_totals, decoder_and_head, target_logprobs
     from agentgym.policies.packed_rows import packed_tree_mask
     from agentgym.policies.trunk import run_layers, top_hidden
@@ -114,7 +150,7 @@ def packed_choice_logprobs(model: Any, block: Any, device: Any, temperature: flo
     read = hidden[0, torch.tensor(block.read, device=device)]
     logprobs = torch.log_softmax(head(read).float(), -1)
     totals = candidate_totals(target_logprobs(logprobs, block), block)
-    turns = [torch.log_softmax(scores / temperature, -1) for scores in totals.split(list(block.turn_sizes))]
+    turns = turn_logprobs(totals, block.turn_sizes, temperature, written or [None] * len(block.turn_sizes))
     return [[turns[u] for u in index] for index in block.turn_index]
 
 
