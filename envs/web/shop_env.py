@@ -6,7 +6,9 @@ lists them. The last such command in the model's text counts, so a model may thi
 By default the env calls the shop in-process (`ShopSite.dispatch`, the code the ASGI app runs, no
 sockets); with `url=` it talks HTTP to `agentgym serve shop` (or any server of this app).
 Reward on "Buy Now": WebShop's (type match x fraction of attributes, options and price bound met),
-with `attributes`, `options`, `price` in `reward_components`; success means reward 1.
+with `attributes`, `options`, `price` in `reward_components`; success means reward 1. `reward="success"` pays
+1 for an exact buy and 0 for any other (WebShop's success rate as the reward; the score stays among
+`info["reward_components"]` as `shop_score`).
 """
 from __future__ import annotations
 
@@ -103,11 +105,17 @@ class ShopTransport:
             self.http.close()
 
 
+REWARDS = ("score", "success")  # WebShop's graded score, or 1 for an exact buy only
+
+
 class WebShopEnv(TextEnv):
     action_listing = "partial"  # the page's list holds the search[<query>] template (agentgym/action_listing.py)
 
     def __init__(self, url: str | None = None, catalog_seed: int = 0, num_products: int = 10_000,
-                 split: str = "train", timeout_s: float = 30.0):
+                 split: str = "train", timeout_s: float = 30.0, reward: str = "score"):
+        if reward not in REWARDS:
+            raise ConfigError(f"reward must be one of {', '.join(REWARDS)}, got {reward!r}")
+        self.reward_mode = reward
         try:
             self.default_split = canonical_split(split)
         except ValueError as exc:
@@ -197,6 +205,8 @@ class WebShopEnv(TextEnv):
                 self.done = True
                 reward, components = float(state["reward"]), dict(state["components"])
                 success = reward >= 1.0 - 1e-9
+        if self.done and self.reward_mode == "success":  # a near buy earns nothing: only the exact one counts
+            components["shop_score"], reward = reward, float(success)
         return self._result(obs, reward=reward, components=components, success=success, terminated=self.done)
 
     def _request(self, verb: str, arg: str) -> Page | str:

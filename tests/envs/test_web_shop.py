@@ -210,3 +210,27 @@ def test_bad_config_is_a_one_line_error():
     out = subprocess.run([sys.executable, "-m", "agentgym", "serve", "shop", "--port", "70000"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "--port must be between" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_success_reward_pays_only_an_exact_buy():
+    """reward="success": the oracle's exact buys pay 1 as under the score; a near buy (the shopper's result, bought
+    before any option is clicked) pays 0 where the score pays its fraction, which stays in the components as
+    shop_score."""
+    score_env = WebShopEnv(num_products=N, split="test")
+    success_env = WebShopEnv(num_products=N, split="test", reward="success")
+    assert run_oracle(success_env, 0)[0] == 1.0
+    near = []
+    for seed in range(12):
+        rewards = []
+        for env in (score_env, success_env):
+            obs, info = env.reset(seed=seed)
+            env.step(env.expert_action())           # the fair shopper's search
+            env.step(env.expert_action())           # and the result it opens; then bought without options
+            _, reward, terminated, _, info = env.step("click[Buy Now]")
+            rewards.append((reward, terminated, info["success"], info["reward_components"].get("shop_score")))
+        (score, done, won, _), (paid, done2, won2, kept) = rewards
+        assert done and done2 and won == won2 and paid == float(won) and kept == pytest.approx(score)
+        near += [score] if 0 < score < 1 else []
+    assert near  # some near buys were seen, and each paid 0
+    with pytest.raises(agentgym.errors.ConfigError, match="reward must be one of score, success"):
+        WebShopEnv(num_products=N, reward="exact")
