@@ -3,13 +3,13 @@
     python benchmarks/vllm_training.py                          # household_cpu_vllm, 2 iterations each
     python benchmarks/vllm_training.py --iterations 4 --out B rollout.groups=4
     python benchmarks/vllm_training.py --preset household_cpu_vllm --skip-vllm     # the HF run alone
-    python benchmarks/vllm_training.py --preset web_shop_cpu --checkpoint R/sft/ckpt-61 --iterations 3 --merged
+    python benchmarks/vllm_training.py --preset web_shop_text_cpu --checkpoint R/sft/ckpt-61 --iterations 3 --merged
 
 Runs `agentgym train PRESET` twice, one after the other (each alone on the machine), from the same weights with
 the same seed: once with the preset's `vllm:` policy (weights pushed to the engine after every update), once
 with `model.policy` set to the same model on HF generation. `--checkpoint DIR` starts both from a warm start
 (`vllm:checkpoint:DIR` and `checkpoint:DIR`, the preset's SFT stage off), so a preset whose policy is not `vllm:`
-(web_shop_cpu) can be compared too; `--merged` adds a third run for a LoRA preset, the engine without LoRA
+(web_shop_text_cpu) can be compared too; `--merged` adds a third run for a LoRA preset, the engine without LoRA
 layers and the adapter merged into the weights it is pushed (`model.vllm.lora_push=merged`). Extra `key=value`
 arguments go to every run.
 

@@ -18,6 +18,7 @@ TINY = ["model.policy=tiny:keydoor", "model.train_layers=0", "sft.train_layers=0
 PRESETS = {
     "search_cpu": [],
     "web_shop_cpu": ["rollout.env_kwargs.num_products=200", "rollout.max_turns=3", "sft.max_turns=12"],
+    "web_shop_text_cpu": ["rollout.env_kwargs.num_products=200", "rollout.max_turns=3", "sft.max_turns=12"],
     "textworld_cpu": ["rollout.max_turns=3", "sft.max_turns=12"],
     "scienceworld_cpu": ["rollout.max_turns=3", "sft.max_turns=25"],
 }
@@ -39,15 +40,15 @@ def run_preset(name: str, tmp_path):
     return rows, next(r for r in sft_rows if r.get("phase") == "data")
 
 
-@pytest.mark.parametrize("name", [pytest.param("search_cpu", marks=pytest.mark.slow), "web_shop_cpu"])
+@pytest.mark.parametrize("name", [pytest.param("search_cpu", marks=pytest.mark.slow), "web_shop_text_cpu"])
 def test_free_text_presets_run_an_iteration_on_the_tiny_model(name, tmp_path):
     rows, sft = run_preset(name, tmp_path)
     assert sft["demo_success"] == 1.0  # both demonstrations succeeded and were trained on
     assert load_config(name).rollout.action_mode == "generate"  # queries are free text
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["textworld_cpu", "scienceworld_cpu"])
+@pytest.mark.parametrize("name", [pytest.param("textworld_cpu", marks=pytest.mark.slow),
+                                  pytest.param("scienceworld_cpu", marks=pytest.mark.slow), "web_shop_cpu"])
 def test_admissible_presets_run_an_iteration_on_the_tiny_model(name, tmp_path):
     rows, sft = run_preset(name, tmp_path)
     assert sft["demo_success"] == 1.0
@@ -60,7 +61,7 @@ def test_failed_demonstrations_are_skipped_with_a_count(tmp_path):
     from agentgym.errors import ConfigError
     from agentgym.train.sft.run import with_sft_start
 
-    cfg = load_config("web_shop_cpu", [f"train.run_dir={tmp_path}", *TINY, "rollout.env_kwargs.num_products=200",
+    cfg = load_config("web_shop_text_cpu", [f"train.run_dir={tmp_path}", *TINY, "rollout.env_kwargs.num_products=200",
                                        "rollout.max_turns=3"])
     with pytest.raises(ConfigError, match=r"no successful episode to clone .*'demo_episodes': 2.0, 'demo_success': 0.0"):
         with_sft_start(cfg)

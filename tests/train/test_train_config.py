@@ -145,9 +145,9 @@ def test_lora_push_is_refused_where_it_means_nothing():
     with pytest.raises(ConfigError, match="lora_push=merged chooses how a vllm: policy"):
         load_config("household_cpu_vllm", ["model.vllm.lora_push=merged"])  # no LoRA: full weights are pushed
     with pytest.raises(ConfigError, match="lora_push=merged chooses how a vllm: policy"):
-        load_config("web_shop_cpu", ["model.vllm.lora_push=merged"])  # LoRA, but HF generation: nothing is pushed
+        load_config("web_shop_text_cpu", ["model.vllm.lora_push=merged"])  # LoRA, but HF generation: nothing is pushed
     with pytest.raises(ConfigError, match="must be adapter or merged"):
-        load_config("web_shop_cpu", ["model.vllm.lora_push=both"])
+        load_config("web_shop_text_cpu", ["model.vllm.lora_push=both"])
 
 
 def test_one_rollout_config_with_one_set_of_defaults():

@@ -92,10 +92,10 @@ def test_the_shop_warm_start_teaches_its_written_searches(tmp_path):
     from agentgym.train.sft.run import choice_step
     from agentgym.train.setup import load_model
 
-    cfg = load_config("web_shop_cpu", [f"train.run_dir={tmp_path}", "model.policy=tiny:keydoor",
-                                       "rollout.action_mode=admissible", "sft.objective=choice", "sft.episodes=2",
-                                       "rollout.env_kwargs.num_products=200", "model.lora.enabled=false",
-                                       "model.train_layers=0", "sft.max_turns=12"])
+    cfg = load_config("web_shop_cpu", [f"train.run_dir={tmp_path}", "model.policy=tiny:keydoor", "sft.episodes=2",
+                                       "rollout.env_kwargs.num_products=200", "model.train_layers=0",
+                                       "sft.max_turns=12"])
+    assert cfg.rollout.action_mode == "admissible" and cfg.sft.objective == "choice"  # the preset as it stands
     model, tok = load_model(cfg, tmp_path)
     seqs, stats = expert_choice_sequences(cfg, ChatFormat.from_tokenizer(tok))
     assert stats["demo_success"] == 1.0

@@ -7,6 +7,8 @@ candidate through the normaliser, not only the chosen tokens. This module comput
 turn of a trajectory with one forward pass over the whole conversation followed by every turn's candidates
 side by side, a tree attention mask letting each see the conversation up to its own turn's prompt,
 and runs the clipped PPO objective per turn with the turn advantages of the configured estimator.
+A candidate the policy wrote itself (a filled template, `ChoiceTurn.written`) adds its text's log-likelihood to
+its log π'(a): the action was written, then chosen (choice_rows.turn_logprobs).
 """
 from __future__ import annotations
 
