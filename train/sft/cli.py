@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     ckpt = sft(config)
     run_dir = sft_run_dir(config)
     print(f"sft checkpoint: {ckpt}  (metrics: {run_dir / 'metrics.jsonl'}, loss curve: {run_dir / 'sft_loss.png'})")
-    print(f"evaluate it: agentgym eval --policy checkpoint:{ckpt} ...; RL from it: agentgym train CONFIG "
+    acts = "admissible:" if config.rollout.action_mode == "admissible" else ""  # as the RL stage will act
+    print(f"evaluate it: agentgym eval --policy {acts}checkpoint:{ckpt} ...; RL from it: agentgym train CONFIG "
           f"model.policy=checkpoint:{ckpt}")
     return 0
