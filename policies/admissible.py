@@ -121,10 +121,7 @@ class AdmissiblePolicy(BasePolicy):
                 listed[i] = [str(a) for a in actions]
         written = self._write_templates({i: (requests[i], a) for i, a in listed.items()})
         for i, actions in listed.items():
-            actions, slot = written.get(i, (without_templates(actions), None))
-            if not actions:  # nothing to choose among (only a template that was not written)
-                free.append(i)
-                continue
+            actions, slot = written.get(i, (actions, None))  # no template: the list as it is
             try:
                 out[i] = self._choose(requests[i], actions, slot)
             except RuntimeError as exc:  # e.g. out of memory: fail this request, not the rollout
@@ -158,7 +155,7 @@ class AdmissiblePolicy(BasePolicy):
                 text = text.split(end, 1)[0]
             action = f"{prefix}{text.strip()}{suffix}"
             actions = listed[i][1]
-            kept = [a for k, a in enumerate(actions) if k != slot and template_parts(a) is None and a != action]
+            kept = [a for a in without_templates(actions) if a != action]
             out[i] = ([action, *kept], 0)
         return out
 
