@@ -292,6 +292,8 @@ class Trainer:
         state = restore_run(self._parts(), ckpt)
         self.iteration = int(state["iteration"])
         if D.launched_rank() == 0:  # one writer of the run's files
+            if ckpt.parent.resolve() == self.run_dir.resolve():
+                ck.point_latest_at(ckpt)
             self._truncate_logs(self.iteration)
             self._previous_eval = eval_records.last_eval(self.run_dir)
         self._push_weights()  # a rollout engine with its own copy still holds the initial weights

@@ -177,3 +177,27 @@ def test_a_resume_after_a_kill_mid_log_write_drops_the_cut_line(tmp_path):
     lines = (run / "rollouts.jsonl").read_text().splitlines()
     assert all(isinstance(__import__("json").loads(line), dict) for line in lines)
     assert [m["iteration"] for m in read_metrics(run)] == [0, 1]
+
+
+@pytest.mark.slow
+def test_a_resume_from_a_checkpoint_latest_does_not_name_points_latest_at_it(tmp_path):
+    """A kill between publishing ckpt-N and moving `latest` (or a damaged newest checkpoint) leaves `latest`
+    naming another checkpoint than the one a resume takes: the resume moves it, so what reads `latest` after
+    (evaluation, `checkpoint:DIR`, a run with nothing left to train) gets the resumed weights. Found by the fault
+    campaign: a resume with no iteration left to run kept `latest` on the previous checkpoint."""
+    from agentgym.train.config import load_config
+    from agentgym.train.trainer import train
+
+    def config(*extra: str):
+        return load_config("toy_learning", [f"train.run_dir={tmp_path / 'run'}", "rollout.groups=2",
+                                            "rollout.group_size=2", "eval.every=0", "checkpoint.every=1", *extra])
+
+    run = train(config("train.iterations=2"))
+    ck.write_atomically(run / ck.LATEST, "ckpt-1")  # the kill landed after ckpt-2's rename, before `latest` moved
+    train(config("train.iterations=2", "checkpoint.resume=auto"))
+    assert (run / ck.LATEST).read_text() == "ckpt-2"
+    state = bytearray((run / "ckpt-2" / "trainer.pt").read_bytes())
+    state[len(state) // 2] ^= 0xFF
+    (run / "ckpt-2" / "trainer.pt").write_bytes(bytes(state))
+    train(config("train.iterations=1", "checkpoint.resume=auto"))  # falls back to ckpt-1: nothing left to run
+    assert (run / ck.LATEST).read_text() == "ckpt-1"
