@@ -162,4 +162,4 @@ EOF
 echo "Report:           $RUN/compare.html   (open it in a browser; no server needed)"
 echo "Base / SFT / RL:  $RUN/eval-before/report.html   $RUN/eval-sft/report.html   $RUN/eval-after/report.html"
 echo "Training curves:  $RUN/curves.png"
-echo "Checkpoint:       $CKPT/model   (evaluate it again: agentgym eval --policy checkpoint:$CKPT ...)"
+echo "Checkpoint:       $CKPT/model   (evaluate it again: agentgym eval --policy ${MODE}checkpoint:$CKPT ...)"
