@@ -112,19 +112,6 @@ def save_checkpoint(run_dir: Path, iteration: int, model: Any, tokenizer: Any, s
     return ckpt
 
 
-def point_latest_at(ckpt: Path) -> None:
-    """Make the run dir's `latest` name `ckpt`, the checkpoint a resume took: a kill between publishing a
-    checkpoint and moving `latest`, or a damaged newer one, leaves it naming another, and what reads `latest`
-    (evaluation, `checkpoint:DIR`, a resumed run with nothing left to train) would get those weights."""
-    path = ckpt.parent / LATEST
-    try:
-        named = path.read_text(errors="replace").strip()
-    except OSError:
-        named = None
-    if named != ckpt.name:
-        write_atomically(path, ckpt.name)
-
-
 def write_atomically(path: Path, text: str) -> None:
     """`path` holds `text` or what it held before, never part of either: temp file, fsync, rename, fsync dir."""
     tmp = path.with_name(f".{path.name}.tmp")

@@ -292,8 +292,10 @@ class Trainer:
         state = restore_run(self._parts(), ckpt)
         self.iteration = int(state["iteration"])
         if D.launched_rank() == 0:  # one writer of the run's files
+            # `latest` names the weights the run now holds: a kill before it moved, or a damaged newer checkpoint,
+            # left it naming others, which evaluation and checkpoint:DIR would load
             if ckpt.parent.resolve() == self.run_dir.resolve():
-                ck.point_latest_at(ckpt)
+                ck.write_atomically(self.run_dir / ck.LATEST, ckpt.name)
             self._truncate_logs(self.iteration)
             self._previous_eval = eval_records.last_eval(self.run_dir)
         self._push_weights()  # a rollout engine with its own copy still holds the initial weights
