@@ -18,7 +18,9 @@ episodes per minute = iterations x episodes x 60 / (iterations x rollout + first
 Per phase: seconds, GFLOP counted as run (attention pairs in pieces; the rollout's scoring estimated from its
 turns, see rollout_flops) and GFLOP/s; update tokens and GFLOP per episode; padding share (rows are never
 padded: one row per forward). Exactness: the two settings' losses and the largest weight difference after the
-same step. The two settings alternate (today first) so a drifting machine load hits both.
+same step. The two settings alternate (today first) so a drifting machine load hits both. The ceiling: each
+setting's episodes per minute if all its counted FLOPs ran at the best fp32 matrix-product rate the machine
+shows in the same run and nothing else cost time - what running the same FLOPs faster could give at most.
 """
 from __future__ import annotations
 
@@ -95,6 +97,18 @@ def update(cfg: Any, model: Any, parts: dict[str, Any], batch: list[Any], shortc
           f"{metrics['seconds']:.1f} s, {metrics['update/tflop'] * 1e3:.0f} GFLOP, {metrics['update/tokens']:.0f} "
           f"tokens, loss {metrics['policy_loss']:.6f}, grad norm {metrics['grad_norm']:.6f}", flush=True)
     return metrics
+
+
+def ceiling_rate(first: dict[str, float], later: dict[str, float], iterations: int, rollout_gflop: float,
+                 episodes: int, optimizer_gflop: float, gflops: float) -> float:
+    """Episodes per minute of the RL stage if every FLOP counted for it (rollout scoring, trunk, trainable block,
+    reference, optimizer) ran at `gflops` and nothing else took time (env steps, Python, memory traffic): an
+    upper bound on what running the same FLOPs faster could give."""
+    def mix(key: str) -> float:
+        return (first.get(key, 0.0) + (iterations - 1) * later.get(key, 0.0)) / iterations
+
+    update = sum(mix(f"gflop/update_{k}") for k in ("trunk", "forward", "backward", "reference"))
+    return episodes * 60 / ((rollout_gflop + update + optimizer_gflop) / gflops)
 
 
 def phase_rows(name: str, first: dict[str, float], later: dict[str, float], iterations: int, rollout_s: float,
@@ -213,9 +227,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     step = max(float((a - b).abs().max()) for a, b in zip(after["today"], start))
     rate = {n: iterations * episodes * 60 / (iterations * played[n]["seconds"] + firsts[n]["seconds"]
                                              + (iterations - 1) * laters[n]["seconds"]) for n in settings}
-    out.update(rates=rate, weight_diff=moved, step=step)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from choice_speed import matmul_rate
+
+    best = max(matmul_rate(rows, args.threads) for rows in (512, 2048))   # this machine's fp32 products, now
+    ceiling = {n: ceiling_rate(firsts[n], laters[n], iterations, played[n]["gflop"], episodes, optimizer_gflop, best)
+               for n in settings}
+    out.update(rates=rate, ceilings=ceiling, matmul_gflops=best, weight_diff=moved, step=step)
     print(f"shortcut / today: {rate['shortcut'] / rate['today']:.2f}x episodes per minute, update "
           f"{(firsts['today']['seconds'] + (iterations - 1) * laters['today']['seconds']) / (firsts['shortcut']['seconds'] + (iterations - 1) * laters['shortcut']['seconds']):.2f}x")
+    print(f"ceiling: with every counted FLOP at this machine's best fp32 matrix-product rate ({best:.0f} GFLOP/s, "
+          f"measured now) and no other cost, today's FLOPs would train {ceiling['today']:.2f} episodes/min, the "
+          f"shortcut's {ceiling['shortcut']:.2f}: at most {ceiling['shortcut'] / rate['today']:.2f}x today's measured "
+          f"rate (the shortcut runs at {rate['shortcut'] / ceiling['shortcut']:.2f} of its ceiling)")
     print(f"exactness: policy loss {firsts['today']['policy_loss']:.6f} vs {firsts['shortcut']['policy_loss']:.6f} "
           f"(first), kl {laters['today']['kl']:.6g} vs {laters['shortcut']['kl']:.6g} (later); after the first step "
           f"the weights differ by at most {moved:.2e} (the step moved them by up to {step:.2e}); grad norm "

@@ -31,3 +31,9 @@ def test_the_quick_benchmark_prints_both_settings_and_the_shortcut_is_exact(monk
     # gradient elements shows up at a fraction of lr (measured: 3.5% of the step)
     assert out["weight_diff"] < 0.1 * out["step"]
     assert set(out["rates"]) == {"today", "shortcut"} and min(out["rates"].values()) > 0
+    assert "ceiling:" in printed and out["matmul_gflops"] > 0
+    # the ceiling counts the same FLOPs at the best matrix-product rate and nothing else: above the measured rate,
+    # and higher for the shortcut (fewer FLOPs an episode)
+    for name in ("today", "shortcut"):
+        assert out["ceilings"][name] > out["rates"][name]
+    assert out["ceilings"]["shortcut"] > out["ceilings"]["today"]
