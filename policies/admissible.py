@@ -82,6 +82,10 @@ class AdmissiblePolicy(BasePolicy):
         # a turn scored before with these weights (the same prompt, the same candidates: a group's plays of one
         # task until their picks part) is answered from here, not run again; cleared when the weights change
         self.reuse_scores = True
+        # score every request's turn of a generate call in one pass (candidate_scores_many), at most this many
+        # tokens a pass; off: one pass a turn
+        self.batch_turns = True
+        self.max_pass_tokens = 4096
         self._scored: OrderedDict[tuple, list[list[float]]] = OrderedDict()
         self._scored_version: int | None = None
 
@@ -120,10 +124,18 @@ class AdmissiblePolicy(BasePolicy):
             else:
                 listed[i] = [str(a) for a in actions]
         written = self._write_templates({i: (requests[i], a) for i, a in listed.items()})
-        for i, actions in listed.items():
-            actions, slot = written.get(i, (actions, None))  # no template: the list as it is
+        asks = {i: written.get(i, (actions, None)) for i, actions in listed.items()}  # no template: the list as is
+        cands = {i: self.candidate_ids(actions) for i, (actions, _) in asks.items()}
+        scored: dict[int, list[list[float]]] = {}
+        if self.batch_turns and len(asks) > 1:  # every request's turn in one pass; alone where that fails
+            with contextlib.suppress(RuntimeError):
+                scored = dict(zip(asks, self.candidate_scores_many(
+                    [(list(requests[i].prompt_ids), cands[i]) for i in asks])))
+        for i, (actions, slot) in asks.items():
             try:
-                out[i] = self._choose(requests[i], actions, slot)
+                token_lps = scored[i] if i in scored else self.candidate_scores(list(requests[i].prompt_ids),
+                                                                                cands[i])
+                out[i] = self._choose(requests[i], actions, cands[i], token_lps, slot)
             except RuntimeError as exc:  # e.g. out of memory: fail this request, not the rollout
                 out[i] = Generation((), "", (), "error", f"scoring admissible actions failed: {exc}")
         if free:
@@ -159,10 +171,10 @@ class AdmissiblePolicy(BasePolicy):
             out[i] = ([action, *kept], 0)
         return out
 
-    def _choose(self, request: GenerationRequest, actions: list[str], written: int | None = None) -> Generation:
+    def _choose(self, request: GenerationRequest, actions: list[str], cands: list[list[int]],
+                token_lps: list[list[float]], written: int | None = None) -> Generation:
+        """Sample (or at temperature 0 take the best of) `actions` by their candidates' scores."""
         torch = require("torch", "hf")
-        cands = self.candidate_ids(actions)
-        token_lps = self.candidate_scores(list(request.prompt_ids), cands)
         scores = [sum(lp) for lp in token_lps]
         probs = renormalised(scores, request.sampling.temperature)
         if request.sampling.temperature > 0:
@@ -178,83 +190,146 @@ class AdmissiblePolicy(BasePolicy):
         """Per-token log-probabilities of each candidate continuing `prompt`: one forward pass over the
         prompt tokens the prefix store does not hold and every candidate, laid out in one row with a tree
         mask (policies/candidate_block.py), so the prompt's KV is never repeated per candidate."""
-        torch = require("torch", "hf")
-        from agentgym.policies.candidate_block import candidate_block, decoder_and_head, split_scores, target_logprobs
-        from agentgym.policies.kv_cache import cache_kwarg
+        return self.candidate_scores_many([(prompt, cands)])[0]
 
+    def candidate_scores_many(self, turns: Sequence[tuple[list[int], list[list[int]]]]) -> list[list[list[float]]]:
+        """`candidate_scores` of several turns (one per episode in flight), scored together: their rows one
+        after the other in one pass (at most `max_pass_tokens` new tokens a pass), each turn attending to its
+        own cached prompt and its own tokens only (policies/tree_attention.py TurnsMask), so the projections and
+        MLP run on bigger matrices. A turn scored before with these weights (or twice in `turns`) runs once."""
+        torch = require("torch", "hf")
         free = self.free
         start = time.perf_counter()
-        key = (tuple(prompt), tuple(map(tuple, cands)))
+        out: list[Any] = [None] * len(turns)
+        todo: dict[Any, list[int]] = {}                   # what must run -> the indices of `turns` it answers
         with free._lock:
             version = free._weights_version()
             if version != self._scored_version:
                 self._scored.clear()
                 self._scored_version = version
-            if self.reuse_scores and key in self._scored:
-                self._scored.move_to_end(key)
-                self._scoring["turns"] += 1
-                self._scoring["turns_reused"] += 1
-                self._scoring["seconds"] += time.perf_counter() - start
-                return [list(lp) for lp in self._scored[key]]
-        with free._lock, torch.inference_mode():
-            seen = free._weights_seen
-            free.drop_stale_prefixes()
-            if free._weights_seen != seen:  # trained since: the kept trunk pieces served their update
-                self.trunk.clear()
-            store = free.prefix_store
-            reused, entry = store.longest(prompt) if store is not None else (0, None)
-            keep = self.keep_trunk and store is not None
-            capture: Any = self.trunk.capture(self.model) if keep else contextlib.nullcontext(None)
-            with capture as caught:
+            for k, (prompt, cands) in enumerate(turns):
+                key = (tuple(prompt), tuple(map(tuple, cands)))
+                if self.reuse_scores and key in self._scored:
+                    self._scored.move_to_end(key)
+                    out[k] = self._scored[key]
+                    self._scoring["turns_reused"] += 1
+                else:
+                    todo.setdefault(key if self.reuse_scores else k, []).append(k)
+            with torch.inference_mode():
+                pending = [ks[0] for ks in todo.values()]
+                while pending:  # a turn whose prompt starts like a leader's waits for the leader's stored KV
+                    leaders = self._leaders(turns, pending)
+                    for chunk in self._chunks(turns, leaders):
+                        for k, scores in zip(chunk, self._score_pass([turns[k] for k in chunk])):
+                            out[k] = scores
+                    pending = [k for k in pending if k not in leaders]
+            for ks in todo.values():
+                for k in ks[1:]:                          # the same turn twice in this call: run once
+                    out[k] = out[ks[0]]
+                    self._scoring["turns_reused"] += 1
+                if self.reuse_scores:
+                    key = (tuple(turns[ks[0]][0]), tuple(map(tuple, turns[ks[0]][1])))
+                    self._scored[key] = out[ks[0]]
+                    while len(self._scored) > 512:
+                        self._scored.popitem(last=False)
+            self._scoring["turns"] += len(turns)
+            self._scoring["seconds"] += time.perf_counter() - start
+        return [[list(lp) for lp in scores] for scores in out]
+
+    def _leaders(self, turns: Sequence[tuple[list[int], list[list[int]]]], pending: list[int]) -> list[int]:
+        """The turns of `pending` to score now: those that share no more than the prefix store already holds
+        with an earlier one chosen (one episode's first turn waits for another's when both start with the same
+        instructions, so the shared tokens run once, as one turn after another would run them)."""
+        import numpy as np
+
+        from agentgym.policies.kv_cache import common_prefix
+
+        store = self.free.prefix_store
+        if store is None:
+            return pending
+        leaders: list[int] = []
+        for k in pending:
+            ids = np.asarray(turns[k][0], dtype=np.int64)
+            shared = max((common_prefix(ids, np.asarray(turns[j][0], dtype=np.int64)) for j in leaders), default=0)
+            if shared < store.min_tokens or shared <= store.longest(ids)[0] + self.WAIT_TOKENS:
+                leaders.append(k)
+        return leaders
+
+    # a turn waits for a pass of its own only when that lets it reuse more than this many more prompt tokens
+    WAIT_TOKENS = 16
+
+    def _chunks(self, turns: Sequence[tuple[list[int], list[list[int]]]], which: list[int]) -> list[list[int]]:
+        """`which` in passes of at most `max_pass_tokens` tokens (prompt and candidates; a longer turn alone)."""
+        chunks: list[list[int]] = []
+        used = 0
+        for k in which:
+            size = len(turns[k][0]) + sum(map(len, turns[k][1]))
+            if chunks and used + size <= self.max_pass_tokens:
+                chunks[-1].append(k)
+                used += size
+            else:
+                chunks.append([k])
+                used = size
+        return chunks
+
+    def _score_pass(self, turns: Sequence[tuple[list[int], list[list[int]]]]) -> list[list[list[float]]]:
+        """One forward pass over `turns` (see candidate_scores_many): each turn's prompt tokens the prefix store
+        does not hold (or, capturing the trunk, whose hidden states are not kept) then its candidate tree."""
+        torch = require("torch", "hf")
+        from agentgym.policies.candidate_block import candidate_block, decoder_and_head, split_scores, target_logprobs
+        from agentgym.policies.tree_attention import TurnsMask
+        from agentgym.policies.trunk import run_layers
+
+        free = self.free
+        seen = free._weights_seen
+        free.drop_stale_prefixes()
+        if free._weights_seen != seen:  # trained since: the kept trunk pieces served their update
+            self.trunk.clear()
+        store = free.prefix_store
+        keep = self.keep_trunk and store is not None
+        capture: Any = self.trunk.capture(self.model) if keep else contextlib.nullcontext(None)
+        dtype = self._dtype()
+        plans, spans, ids, positions = [], [], [], []
+        with capture as caught:
+            for prompt, cands in turns:
+                reused, entry = store.longest(prompt) if store is not None else (0, None)
                 # a capturing pass runs every prompt token whose trunk output is not kept yet, KV held or not
                 past = min(reused, len(prompt) - 1, len(prompt) if caught is None else self.trunk.covered(prompt))
                 block = candidate_block(past, prompt[past:], cands)
-                cache = self._cache(entry, past, past + len(block.ids))
-                decoder, head = decoder_and_head(self.model)
-                hidden = decoder(
-                    input_ids=torch.tensor([block.ids], device=self.device),
-                    position_ids=torch.tensor([block.positions], device=self.device),
-                    attention_mask=block.mask(self._dtype(), self.device), use_cache=True,
-                    **cache_kwarg(decoder, cache)).last_hidden_state
-            read = hidden[0, torch.tensor(block.read, device=self.device)]
-            logprobs = torch.log_softmax(head(read).float(), -1)
-            flat = target_logprobs(logprobs, block).tolist()
+                plans.append((prompt, cands, reused, past, entry, block))
+                spans.append((len(ids), len(ids) + len(block.ids)))
+                ids += block.ids
+                positions += block.positions
+            held = tuple(([k[:, :past] for k in entry.keys], [v[:, :past] for v in entry.values]) if past else None
+                         for *_, past, entry, _ in plans)
+            mask = TurnsMask(tuple(spans), held, tuple(plan[-1].mask(dtype, self.device) for plan in plans), {})
+            decoder, head = decoder_and_head(self.model)
+            embeds = decoder.get_input_embeddings()(torch.tensor([ids], device=self.device))
+            hidden = decoder.norm(run_layers(decoder, embeds, mask, torch.tensor([positions], device=self.device),
+                                             decoder.layers))
+        reads = [s + r for (s, _), plan in zip(spans, plans) for r in plan[-1].read]
+        logprobs = torch.log_softmax(head(hidden[0, torch.tensor(reads, device=self.device)]).float(), -1)
+        out, offset, tally = [], 0, self._scoring
+        for (s, e), (prompt, cands, reused, past, entry, block) in zip(spans, plans):
+            flat = target_logprobs(logprobs[offset:offset + len(block.read)], block).tolist()
+            offset += len(block.read)
+            out.append(split_scores(flat, block))
             if store is not None:
-                self._keep_trunk(caught, prompt, past, cands)
-                self._remember_prompt(store, prompt, reused, past, cache)
-            tally = self._scoring
-            tally["turns"] += 1
-            tally["seconds"] += time.perf_counter() - start
+                if caught:
+                    self._keep_trunk(caught[0][0, s:e], prompt, past, cands)
+                self._remember_prompt(store, prompt, reused, past, entry, mask.fresh, s)
             tally["prompt_tokens_run"] += len(prompt) - past
             tally["prompt_tokens_reused"] += past
             tally["candidate_tokens"] += len(block.ids) - (len(prompt) - past)
             tally["candidates"] += len(cands)
-            scores = split_scores(flat, block)
-            if self.reuse_scores:
-                self._scored[key] = scores
-                while len(self._scored) > 512:
-                    self._scored.popitem(last=False)
-        return [list(lp) for lp in scores]
+        return out
 
     def _dtype(self) -> Any:
         return next(self.model.parameters()).dtype
 
-    def _cache(self, entry: Any, past: int, capacity: int) -> Any:
-        """A growing KV cache holding the first `past` prompt tokens from a stored entry (empty if 0)."""
-        from agentgym.policies.kv_cache import growing_cache, growing_layers
-
-        cache = growing_cache(self.model.config.get_text_config().num_hidden_layers, capacity)
-        if past:
-            for layer, keys, values in zip(growing_layers(cache), entry.keys, entry.values):
-                layer.preload(keys[None, :, :past], values[None, :, :past], capacity)
-        return cache
-
-    def _keep_trunk(self, caught: list[Any] | None, prompt: list[int], past: int, cands: list[list[int]]) -> None:
-        """Keep this pass's trunk output: the prompt tokens it ran (extending the kept first `past`) and the
-        candidate tree (nothing when not captured)."""
-        if not caught:
-            return
-        row = caught[0][0]
+    def _keep_trunk(self, row: Any, prompt: list[int], past: int, cands: list[list[int]]) -> None:
+        """Keep a pass's trunk output for one turn (`row`: its [n, d] slice): the prompt tokens it ran
+        (extending the kept first `past`) and the candidate tree."""
         tail = len(prompt) - past
         self.trunk.keep_tree(prompt, cands, row[tail:])
         self.trunk.keep_prompt(prompt, past, row[:tail])
@@ -268,9 +343,12 @@ class AdmissiblePolicy(BasePolicy):
             return self.trunk.row(model, ids, turns)
 
     def _remember_prompt(self, store: PrefixStore[CachedSequence], prompt: list[int], reused: int, past: int,
-                         cache: Any) -> None:
-        """Keep the prompt's KV in `store` (the next turn's prompt extends it); the candidate columns are dropped."""
+                         entry: Any, fresh: dict[int, tuple[Any, Any]], start: int) -> None:
+        """Keep the prompt's KV in `store` (the next turn's prompt extends it): the entry's first `past`
+        positions, then the pass's keys and values of the prompt tokens it ran (row positions from `start`);
+        the candidate columns are dropped."""
         import numpy as np
+        import torch
 
         from agentgym.policies.kv_cache import CachedSequence
 
@@ -279,6 +357,10 @@ class AdmissiblePolicy(BasePolicy):
         store.miss_tokens += n - past
         if reused >= n:  # already stored whole
             return
-        keys = [layer.keys[0, :, :n].clone() for layer in cache.layers]
-        values = [layer.values[0, :, :n].clone() for layer in cache.layers]
+        ran = slice(start, start + n - past)
+        layers = range(len(fresh))
+        keys = [torch.cat([entry.keys[i][:, :past], fresh[i][0][0, :, ran]], dim=1) if past
+                else fresh[i][0][0, :, ran].clone() for i in layers]
+        values = [torch.cat([entry.values[i][:, :past], fresh[i][1][0, :, ran]], dim=1) if past
+                  else fresh[i][1][0, :, ran].clone() for i in layers]
         store.add(CachedSequence(np.asarray(prompt, dtype=np.int64), keys, values))

@@ -13,8 +13,14 @@ attention's up to floating-point summation order (tests/policies/test_tree_atten
     mask = tree_mask(block, dtype, device)        # None when the row does not have this shape
     hidden = run_layers(decoder, hidden, mask, position_ids, layers)     # policies/trunk.py
 
-Only `policies/trunk.run_layers` passes a `TreeMask` to the layers (under `tree_attention_enabled`, which
-points the model's attention at `tree_attention` while it runs); any other mask goes to SDPA unchanged.
+A `TurnsMask` does the same for a scoring pass over several episodes' turns at once (policies/admissible.py):
+the row is each turn's new tokens one after the other, and each turn attends to its own cached keys and values
+(its episode's earlier tokens, from the prefix store) and its own new tokens under its own mask. The projections
+and MLP run over every turn's tokens together; attention never crosses turns.
+
+Only `policies/trunk.run_layers` passes a `TreeMask` or `TurnsMask` to the layers (under
+`tree_attention_enabled`, which points the model's attention at `tree_attention` while it runs); any other mask
+goes to SDPA unchanged.
 """
 from __future__ import annotations
 
@@ -41,6 +47,20 @@ class TreeMask:
     # per span, the row ranges [a, b) of the `visible` positions it sees (packed rows, policies/packed_rows.py:
     # a branch sees its shared prefix, which may sit in several pieces); empty: each span sees [0, visible)
     keys: tuple[tuple[tuple[int, int], ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class TurnsMask:
+    """Several turns scored in one row: turn i's queries are the row's [start, end) (`spans`), they see its
+    `past[i]` cached tokens - per layer keys and values [kv_heads, past_i, head_dim], or None when it has none -
+    then its own new tokens, under its additive [1, 1, n_i, past_i + n_i] mask (`local`, CandidateBlock.mask).
+    `fresh` receives each layer's keys and values of the whole row ([1, kv_heads, Q, head_dim], after rotary
+    embeddings): the caller keeps the prompts' part in its prefix store."""
+
+    spans: tuple[tuple[int, int], ...]
+    past: tuple[tuple[Any, Any] | None, ...]
+    local: tuple[Any, ...]
+    fresh: dict[int, tuple[Any, Any]]
 
 
 def tree_mask(block: Any, dtype: Any, device: Any = None) -> TreeMask | None:
@@ -78,10 +98,12 @@ def tree_mask(block: Any, dtype: Any, device: Any = None) -> TreeMask | None:
 
 def tree_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, dropout: float = 0.0,
                    scaling: float | None = None, **kwargs: Any) -> tuple[Any, None]:
-    """transformers' attention interface: a TreeMask runs in pieces, anything else goes to SDPA."""
+    """transformers' attention interface: a TreeMask or TurnsMask runs in pieces, anything else goes to SDPA."""
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    if isinstance(attention_mask, TurnsMask):
+        return turns_attention(module, query, key, value, attention_mask, scaling)
     if not isinstance(attention_mask, TreeMask):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
@@ -100,6 +122,24 @@ def tree_attention(module: Any, query: Any, key: Any, value: Any, attention_mask
         pieces.append(sdpa(query[:, :, s:e], k, v, attn_mask=local, scale=scaling, enable_gqa=gqa))
     out = torch.cat(pieces, dim=2)
     return out.transpose(1, 2).contiguous(), None
+
+
+def turns_attention(module: Any, query: Any, key: Any, value: Any, m: TurnsMask, scaling: float | None
+                    ) -> tuple[Any, None]:
+    """Each turn's queries against its cached keys and values, then its own new ones (see TurnsMask)."""
+    import torch
+
+    m.fresh[module.layer_idx] = (key, value)
+    gqa = query.shape[1] != key.shape[1]
+    pieces = []
+    for (s, e), past, local in zip(m.spans, m.past, m.local):
+        k, v = key[:, :, s:e], value[:, :, s:e]
+        if past is not None:
+            k = torch.cat([past[0][module.layer_idx][None], k], dim=2)
+            v = torch.cat([past[1][module.layer_idx][None], v], dim=2)
+        pieces.append(torch.nn.functional.scaled_dot_product_attention(query[:, :, s:e], k, v, attn_mask=local,
+                                                                       scale=scaling, enable_gqa=gqa))
+    return torch.cat(pieces, dim=2).transpose(1, 2).contiguous(), None
 
 
 def _register() -> None:

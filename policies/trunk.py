@@ -62,14 +62,14 @@ def trunk_stamp(model: Any, start: int) -> tuple[tuple[int, int], ...]:
 
 def run_layers(decoder: Any, hidden: Any, mask: Any, position_ids: Any, layers: Sequence[Any]) -> Any:
     """`hidden` through `layers` as the decoder's forward runs them (rotary embeddings of `position_ids`,
-    the prepared 4-D `mask` given to every layer as is). A `TreeMask` (policies/tree_attention.py) runs
-    each layer's attention in the pieces the tree allows instead of the dense product."""
+    the prepared 4-D `mask` given to every layer as is). A `TreeMask` or `TurnsMask`
+    (policies/tree_attention.py) runs each layer's attention in the pieces it allows instead of the dense product."""
     import contextlib
 
-    from agentgym.policies.tree_attention import TreeMask, tree_attention_enabled
+    from agentgym.policies.tree_attention import TreeMask, TurnsMask, tree_attention_enabled
 
     rope = decoder.rotary_emb(hidden, position_ids=position_ids)
-    tree = isinstance(mask, TreeMask) and len(layers) > 0
+    tree = isinstance(mask, (TreeMask, TurnsMask)) and len(layers) > 0
     with tree_attention_enabled(decoder.config) if tree else contextlib.nullcontext():
         for layer in layers:
             hidden = layer(hidden, attention_mask=mask, position_embeddings=rope, position_ids=position_ids)
