@@ -7,9 +7,11 @@ one run, on the same episodes from the same weights.
 One rollout of the quickstart_cpu preset (household, admissible actions, 4 tasks x 2 plays, the rollout keeping
 the frozen trunk's output), timed; then each setting's choice update (train/updaters/choice_ppo.py) of that batch:
 
-  today     one row per episode, the KL reference's top layers run every update (choice_rows.PLAIN)
+  today     one row per episode, the KL reference's top layers run every update (choice_rows.PLAIN); every
+            turn scored in a pass of its own, no memo
   shortcut  a group's episodes packed by shared prefix (policies/packed_rows.py), the reference's pass skipped
-            while it holds the policy's weights (train/updaters/choice_rows.py)
+            while it holds the policy's weights (train/updaters/choice_rows.py); in the rollout, a turn scored
+            before answered from the memo and every episode's turn scored in one pass (policies/admissible.py)
 
 Each setting updates twice: at the warm start's weights (the RL stage's first iteration: the reference IS the
 policy) and again after that step (every later iteration: it is not). The RL stage of `--iterations` iterations
@@ -179,6 +181,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         policy = AdmissiblePolicy(model, tok, chat=chat)
         policy.keep_trunk = True  # as the choice learner sets it (train/learners/choice.py)
         policy.reuse_scores = reuse
+        policy.batch_turns = reuse  # today: one scoring pass a turn; shortcut: every episode's turn in one pass
         t = time.perf_counter()
         batch = rollout(r.env, policy, chat, list(range(r.seed_start, r.seed_start + r.groups)), r.group_size, rc,
                         env_kwargs=dict(r.env_kwargs) or None, reset_options={"split": "train"})
