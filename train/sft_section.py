@@ -67,6 +67,9 @@ class SFTSection:
     """Where the SFT checkpoint goes ("": TRAIN_RUN_DIR/sft)."""
     evaluate: bool = True
     """After training, greedy success on the eval section's held-out seeds (eval.seeds, eval.split)."""
+    save_every: int = 0
+    """Also save a checkpoint every N optimizer steps (ckpt-N, ckpt-2N, ...: the curve of a warm start; every
+    one of them is kept), not only at the end; 0: at the end only."""
 
     def __post_init__(self) -> None:
         if self.objective not in ("tokens", "choice"):
@@ -89,7 +92,7 @@ class SFTSection:
         for name in ("episodes", "epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"sft.{name} must be >= 1, got {getattr(self, name)}")
-        if self.lr <= 0 or self.train_layers < 0 or self.warmup_steps < 0:
-            raise ConfigError("sft.lr must be > 0 and sft.train_layers, sft.warmup_steps >= 0")
+        if self.lr <= 0 or self.train_layers < 0 or self.warmup_steps < 0 or self.save_every < 0:
+            raise ConfigError("sft.lr must be > 0 and sft.train_layers, sft.warmup_steps, sft.save_every >= 0")
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError("sft.max_turns must be >= 1 or null")

@@ -188,6 +188,31 @@ def test_trajectories_and_transcripts_sources(tmp_path, tiny_tokenizer):
     assert (run.run() / "model").is_dir()
 
 
+def test_save_every_keeps_the_warm_starts_curve(tmp_path):
+    """sft.save_every=N: a checkpoint every N steps besides the last, none dropped (checkpoint.keep is for RL's);
+    the last one is `latest`, and the earlier ones hold the weights of their step."""
+    import torch
+
+    from agentgym.train.sft.run import SFTRun
+
+    run = SFTRun(toy_config(tmp_path, "sft.episodes=8", "sft.batch_size=4", "sft.epochs=3", "sft.save_every=2",
+                            "sft.evaluate=false", "checkpoint.keep=1"))
+    last = run.run()
+    sft_dir, steps = last.parent, int(last.name.split("-")[1])
+    saved = sorted(int(p.name.split("-")[1]) for p in sft_dir.glob("ckpt-*"))
+    assert steps >= 6 and saved == [*range(2, steps, 2), steps]
+    assert (sft_dir / "latest").read_text().strip() == last.name
+
+    def weights(ckpt):
+        from transformers import AutoModelForCausalLM
+
+        return [p.detach() for p in AutoModelForCausalLM.from_pretrained(str(ckpt / "model")).parameters()]
+
+    assert any(not torch.equal(a, b) for a, b in zip(weights(sft_dir / "ckpt-4"), weights(last)))
+    with pytest.raises(ConfigError, match="save_every"):
+        toy_config(tmp_path, "sft.save_every=-1")
+
+
 def test_bad_sft_config_says_how_to_fix_it(tmp_path):
     with pytest.raises(ConfigError, match="sft.path"):
         toy_config(tmp_path, "sft.source=trajectories")

@@ -112,7 +112,7 @@ class SFTRun:
             if warm else None
 
     def run(self) -> Path:
-        from agentgym.train.checkpoint import save_checkpoint, write_json
+        from agentgym.train.checkpoint import write_json
         from agentgym.train.sft.data import build_sft_samples
 
         cfg, s = self.cfg, self.cfg.sft
@@ -133,13 +133,21 @@ class SFTRun:
         plan = batches(len(samples), s.batch_size, s.epochs, cfg.train.seed)
         self.trunks = self._trunks(samples) if s.objective == "choice" else None
         losses = self._train(samples, plan)
-        ckpt = save_checkpoint(self.run_dir, len(plan), self.model, self.tokenizer,
-                               {"kind": "sft", "optimizer": self.optimizer.state_dict(), "scheduler": None,
-                                "critic": None, "next_seed": cfg.rollout.seed_start}, cfg.checkpoint.keep)
+        ckpt = self._save(len(plan))
         if s.evaluate and cfg.eval.seeds:
             self._log({"phase": "eval", "iteration": len(plan), **self.evaluate()})
         plot_loss(losses, self.run_dir / "sft_loss.png")
         return ckpt
+
+    def _save(self, steps: int) -> Path:
+        """ckpt-<steps> in the run dir, older ones beyond checkpoint.keep dropped; with sft.save_every all are
+        kept (they are the warm start's curve)."""
+        from agentgym.train.checkpoint import save_checkpoint
+
+        keep = 0 if self.cfg.sft.save_every else self.cfg.checkpoint.keep
+        return save_checkpoint(self.run_dir, steps, self.model, self.tokenizer,
+                               {"kind": "sft", "optimizer": self.optimizer.state_dict(), "scheduler": None,
+                                "critic": None, "next_seed": self.cfg.rollout.seed_start}, keep)
 
     def _trunks(self, seqs: Sequence[Any]) -> list[Any]:
         """The frozen trunk's output for every demo, once: the epochs run only the trainable top layers
@@ -184,6 +192,9 @@ class SFTRun:
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss:.3f}")
+            every = self.cfg.sft.save_every
+            if every and (step + 1) % every == 0 and step + 1 < len(plan):  # the last one is saved by run()
+                self._save(step + 1)
         if bar is not None:
             bar.close()
         return losses
