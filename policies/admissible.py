@@ -10,7 +10,8 @@ rollout keeps token-in-token-out. `Generation.choice` holds every candidate's id
 puts it on the Turn, where the exact choice update (train/updaters/choice_ppo.py) reads it. Scoring costs one
 forward pass over the prompt tokens not already cached (the policy's prefix store holds earlier turns of the
 episode) and all candidates side by side, usually
-less than decoding a free-form answer token by token.
+less than decoding a free-form answer token by token; the turns of every request of one `generate` call (the
+episodes in flight) share that pass, each attending to its own episode only (`candidate_scores_many`).
 Requests without admissible actions fall back to free generation (`HFPolicy`). An action template among them
 (the web shop's "search[<query>]", agentgym/action_templates.py) is written first: free generation after the
 prompt and the template's prefix, up to its suffix; the written action is the first candidate
@@ -59,6 +60,10 @@ def choice_logprob(scores: Sequence[float], chosen: int, temperature: float = 1.
 
 class AdmissiblePolicy(BasePolicy):
     """Chooses one admissible action per turn by likelihood (see the module docstring)."""
+
+    # scoring several turns in one pass, a turn waits for a later pass only when that lets it read more than this
+    # many more prompt tokens from the prefix store (another turn of the call starts like it)
+    WAIT_TOKENS = 16
 
     def __init__(self, model: Any, tokenizer: Any, chat: Any = None, max_candidates: int = 256,
                  prefix_cache_mb: float = 2048):
@@ -251,12 +256,9 @@ class AdmissiblePolicy(BasePolicy):
         for k in pending:
             ids = np.asarray(turns[k][0], dtype=np.int64)
             shared = max((common_prefix(ids, np.asarray(turns[j][0], dtype=np.int64)) for j in leaders), default=0)
-            if shared < store.min_tokens or shared <= store.longest(ids)[0] + self.WAIT_TOKENS:
+            if shared < store.min_tokens or shared <= store.longest(turns[k][0])[0] + self.WAIT_TOKENS:
                 leaders.append(k)
         return leaders
-
-    # a turn waits for a pass of its own only when that lets it reuse more than this many more prompt tokens
-    WAIT_TOKENS = 16
 
     def _chunks(self, turns: Sequence[tuple[list[int], list[list[int]]]], which: list[int]) -> list[list[int]]:
         """`which` in passes of at most `max_pass_tokens` tokens (prompt and candidates; a longer turn alone)."""
@@ -289,7 +291,10 @@ class AdmissiblePolicy(BasePolicy):
         keep = self.keep_trunk and store is not None
         capture: Any = self.trunk.capture(self.model) if keep else contextlib.nullcontext(None)
         dtype = self._dtype()
-        plans, spans, ids, positions = [], [], [], []
+        plans: list[tuple[Any, ...]] = []
+        spans: list[tuple[int, int]] = []
+        ids: list[int] = []
+        positions: list[int] = []
         with capture as caught:
             for prompt, cands in turns:
                 reused, entry = store.longest(prompt) if store is not None else (0, None)
@@ -300,8 +305,8 @@ class AdmissiblePolicy(BasePolicy):
                 spans.append((len(ids), len(ids) + len(block.ids)))
                 ids += block.ids
                 positions += block.positions
-            held = tuple(([k[:, :past] for k in entry.keys], [v[:, :past] for v in entry.values]) if past else None
-                         for *_, past, entry, _ in plans)
+            held = tuple(([k[:, :past] for k in entry.keys], [v[:, :past] for v in entry.values])
+                         if past and entry is not None else None for *_, past, entry, _ in plans)
             mask = TurnsMask(tuple(spans), held, tuple(plan[-1].mask(dtype, self.device) for plan in plans), {})
             decoder, head = decoder_and_head(self.model)
             embeds = decoder.get_input_embeddings()(torch.tensor([ids], device=self.device))

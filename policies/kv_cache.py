@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import typing
 
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -109,14 +108,6 @@ def cache_kwarg(model: Any, cache: Any) -> dict[str, Any]:
 def output_cache(out: Any) -> Any:
     """The KV cache a model call returned, under the field name the installed transformers uses."""
     return out.cache if "cache" in getattr(out, "__dataclass_fields__", ()) else out.past_key_values
-
-
-def growing_layers(cache: DynamicCache) -> list[GrowingLayer]:
-    """The layers of a `growing_cache` as what they are (transformers types `cache.layers` as its own layer kinds)."""
-    layers = list(cache.layers)
-    if not all(isinstance(layer, GrowingLayer) for layer in layers):
-        raise TypeError("growing_layers takes a cache made by growing_cache")
-    return typing.cast(list[GrowingLayer], layers)
 
 
 def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
