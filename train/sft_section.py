@@ -68,8 +68,9 @@ class SFTSection:
     evaluate: bool = True
     """After training, greedy success on the eval section's held-out seeds (eval.seeds, eval.split)."""
     save_every: int = 0
-    """Also save a checkpoint every N optimizer steps (ckpt-N, ckpt-2N, ...: the curve of a warm start; every
-    one of them is kept), not only at the end; 0: at the end only."""
+    """Also save a checkpoint every N optimizer steps, all kept, in the SFT run dir's `steps/` (steps/ckpt-N,
+    steps/ckpt-2N, ...: the curve of a warm start; the run dir's `latest` names only the finished one);
+    0: at the end only."""
 
     def __post_init__(self) -> None:
         if self.objective not in ("tokens", "choice"):

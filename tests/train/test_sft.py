@@ -189,8 +189,9 @@ def test_trajectories_and_transcripts_sources(tmp_path, tiny_tokenizer):
 
 
 def test_save_every_keeps_the_warm_starts_curve(tmp_path):
-    """sft.save_every=N: a checkpoint every N steps besides the last, none dropped (checkpoint.keep is for RL's);
-    the last one is `latest`, and the earlier ones hold the weights of their step."""
+    """sft.save_every=N: a checkpoint every N steps in steps/, none dropped (checkpoint.keep is for the run dir);
+    the run dir holds the finished one alone, which `latest` names, and the earlier ones hold their step's
+    weights."""
     import torch
 
     from agentgym.train.sft.run import SFTRun
@@ -199,8 +200,9 @@ def test_save_every_keeps_the_warm_starts_curve(tmp_path):
                             "sft.evaluate=false", "checkpoint.keep=1"))
     last = run.run()
     sft_dir, steps = last.parent, int(last.name.split("-")[1])
-    saved = sorted(int(p.name.split("-")[1]) for p in sft_dir.glob("ckpt-*"))
-    assert steps >= 6 and saved == [*range(2, steps, 2), steps]
+    saved = sorted(int(p.name.split("-")[1]) for p in (sft_dir / "steps").glob("ckpt-*"))
+    assert steps >= 6 and saved == list(range(2, steps, 2))
+    assert [p.name for p in sft_dir.glob("ckpt-*")] == [last.name]
     assert (sft_dir / "latest").read_text().strip() == last.name
 
     def weights(ckpt):
@@ -208,7 +210,7 @@ def test_save_every_keeps_the_warm_starts_curve(tmp_path):
 
         return [p.detach() for p in AutoModelForCausalLM.from_pretrained(str(ckpt / "model")).parameters()]
 
-    assert any(not torch.equal(a, b) for a, b in zip(weights(sft_dir / "ckpt-4"), weights(last)))
+    assert any(not torch.equal(a, b) for a, b in zip(weights(sft_dir / "steps" / "ckpt-4"), weights(last)))
     with pytest.raises(ConfigError, match="save_every"):
         toy_config(tmp_path, "sft.save_every=-1")
 

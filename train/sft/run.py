@@ -139,15 +139,15 @@ class SFTRun:
         plot_loss(losses, self.run_dir / "sft_loss.png")
         return ckpt
 
-    def _save(self, steps: int) -> Path:
-        """ckpt-<steps> in the run dir, older ones beyond checkpoint.keep dropped; with sft.save_every all are
-        kept (they are the warm start's curve)."""
+    def _save(self, steps: int, into: Path | None = None, keep: int | None = None) -> Path:
+        """ckpt-<steps> in `into` (the run dir: the warm start `latest` names), older ones beyond `keep`
+        (checkpoint.keep; 0: none) dropped."""
         from agentgym.train.checkpoint import save_checkpoint
 
-        keep = 0 if self.cfg.sft.save_every else self.cfg.checkpoint.keep
-        return save_checkpoint(self.run_dir, steps, self.model, self.tokenizer,
+        return save_checkpoint(into or self.run_dir, steps, self.model, self.tokenizer,
                                {"kind": "sft", "optimizer": self.optimizer.state_dict(), "scheduler": None,
-                                "critic": None, "next_seed": self.cfg.rollout.seed_start}, keep)
+                                "critic": None, "next_seed": self.cfg.rollout.seed_start},
+                               self.cfg.checkpoint.keep if keep is None else keep)
 
     def _trunks(self, seqs: Sequence[Any]) -> list[Any]:
         """The frozen trunk's output for every demo, once: the epochs run only the trainable top layers
@@ -194,7 +194,8 @@ class SFTRun:
                 bar.set_postfix(loss=f"{loss:.3f}")
             every = self.cfg.sft.save_every
             if every and (step + 1) % every == 0 and step + 1 < len(plan):  # the last one is saved by run()
-                self._save(step + 1)
+                # apart from the run dir, so an interrupted run's `latest` never names a half-trained warm start
+                self._save(step + 1, self.run_dir / "steps", keep=0)
         if bar is not None:
             bar.close()
         return losses
