@@ -101,13 +101,18 @@ def update(cfg: Any, model: Any, parts: dict[str, Any], batch: list[Any], shortc
     return metrics
 
 
+def stage_mean(first: dict[str, float], later: dict[str, float], iterations: int, key: str) -> float:
+    """`key` averaged over the RL stage: one first update and (iterations - 1) later ones."""
+    return (first.get(key, 0.0) + (iterations - 1) * later.get(key, 0.0)) / iterations
+
+
 def ceiling_rate(first: dict[str, float], later: dict[str, float], iterations: int, rollout_gflop: float,
                  episodes: int, optimizer_gflop: float, gflops: float) -> float:
     """Episodes per minute of the RL stage if every FLOP counted for it (rollout scoring, trunk, trainable block,
     reference, optimizer) ran at `gflops` and nothing else took time (env steps, Python, memory traffic): an
     upper bound on what running the same FLOPs faster could give."""
     def mix(key: str) -> float:
-        return (first.get(key, 0.0) + (iterations - 1) * later.get(key, 0.0)) / iterations
+        return stage_mean(first, later, iterations, key)
 
     update = sum(mix(f"gflop/update_{k}") for k in ("trunk", "forward", "backward", "reference"))
     return episodes * 60 / ((rollout_gflop + update + optimizer_gflop) / gflops)
@@ -117,7 +122,7 @@ def phase_rows(name: str, first: dict[str, float], later: dict[str, float], iter
                scoring_s: float, rollout_gflop: float, episodes: int, optimizer_gflop: float) -> list[str]:
     """The table's lines for one setting: per phase seconds / GFLOP / GFLOP/s over the RL stage's mix."""
     def mix(key: str) -> float:
-        return (first.get(key, 0.0) + (iterations - 1) * later.get(key, 0.0)) / iterations
+        return stage_mean(first, later, iterations, key)
 
     update_s = mix("seconds")
     phases = [("rollout scoring", scoring_s, rollout_gflop),

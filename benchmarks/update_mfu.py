@@ -112,16 +112,15 @@ def samples_for(case: Case, vocab: int, seed: int = 0) -> list[Any]:
             used += cost
 
 
-def step_flops(config: Any, samples: list[Any], project: bool) -> tuple[float, int]:
+def step_flops(config: Any, samples: list[Any], project: bool, packed: bool) -> tuple[float, int]:
     """(forward + backward model FLOPs, tokens run) of one step over `samples`: each sample causal over its own
-    tokens, a group's shared prompt once in the packed project step; the head on every position (plain) or on
+    tokens, a group's shared prompt once in the project's packed row; the head on every position (plain) or on
     the target positions only (project)."""
     from agentgym.policies.packed_rows import attention_pairs, pack_rows
     from agentgym.policies.trunk import forward_flops
 
     layers = config.num_hidden_layers
-    packed = project and any((s.row < 0).any() for s in samples)
-    if packed:
+    if project and packed:
         block = pack_rows([(s.ids, []) for s in samples])
         reads = sum(int((s.row[1:] >= 0).sum()) for s in samples)
         return 3 * forward_flops(config, len(block.ids), 0, layers, reads, attention_pairs(block)), len(block.ids)
@@ -159,13 +158,10 @@ def plain_step(model: Any, samples: list[Any], device: Any) -> Any:
     a label."""
     import torch
 
-    width = max(len(s) for s in samples)
-    ids = torch.zeros(len(samples), width, dtype=torch.long)
-    att = torch.zeros(len(samples), width, dtype=torch.long)
-    for k, s in enumerate(samples):
-        ids[k, :len(s)] = torch.as_tensor(s.ids)
-        att[k, :len(s)] = 1
-    ids, att = ids.to(device), att.to(device)
+    from agentgym.train.samples import collate
+
+    batch = collate(samples, range(len(samples)))
+    ids, att = torch.as_tensor(batch.ids, device=device), torch.as_tensor(batch.attention, device=device)
     loss = model(input_ids=ids, attention_mask=att, labels=ids.masked_fill(att == 0, -100), use_cache=False).loss
     loss.backward()
     return loss
@@ -204,7 +200,7 @@ def timed_steps(case: Case, kind: str, device: Any, steps: int, autocast: bool) 
     if cuda:
         torch.cuda.synchronize()
     seconds = (time.perf_counter() - start) / steps
-    flops, tokens = step_flops(model.config, samples, kind == "project")
+    flops, tokens = step_flops(model.config, samples, kind == "project", packed)
     memory = torch.cuda.max_memory_allocated() / 2**30 if cuda else \
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20   # the process's peak RSS on a CPU
     return dict(seconds=seconds, flops=flops, tokens=tokens, loss=loss, samples=len(samples), memory_gb=memory)

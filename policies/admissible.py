@@ -228,12 +228,11 @@ class AdmissiblePolicy(BasePolicy):
                         for k, scores in zip(chunk, self._score_pass([turns[k] for k in chunk])):
                             out[k] = scores
                     pending = [k for k in pending if k not in leaders]
-            for ks in todo.values():
+            for key, ks in todo.items():                  # keyed by the turn itself with reuse_scores
                 for k in ks[1:]:                          # the same turn twice in this call: run once
                     out[k] = out[ks[0]]
                     self._scoring["turns_reused"] += 1
                 if self.reuse_scores:
-                    key = (tuple(turns[ks[0]][0]), tuple(map(tuple, turns[ks[0]][1])))
                     self._scored[key] = out[ks[0]]
                     while len(self._scored) > 512:
                         self._scored.popitem(last=False)
