@@ -14,7 +14,8 @@ from typing import Any, Callable, Sequence
 import gymnasium as gym
 
 from agentgym.errors import CheckError, MissingDependencyError
-from agentgym.step_checks import check_info, check_observation, check_step_result, guard, gymnasium_failure, short
+from agentgym.step_checks import (check_info, check_observation, check_step_result, difference, guard,
+                                  gymnasium_failure, short)
 from agentgym.toolcall_formats import FORMATS
 
 GARBAGE_ACTIONS: tuple[tuple[str, str], ...] = (
@@ -119,8 +120,8 @@ def _compare(first: _Run, second: _Run, seed: int, how: str) -> None:
         for (key, va), (_, vb) in zip(a, b):
             if va != vb:
                 at = "reset" if t == 0 else f"step {t - 1} (action {short(first.actions[t - 1], 60)})"
-                raise CheckError(f"[determinism] seed {seed}, {how}: {key} differs after {at}: {short(va)} vs "
-                                 f"{short(vb)}; draw every random choice from self.np_random after reset(seed)")
+                raise CheckError(f"[determinism] seed {seed}, {how}: {key} differs after {at}: {difference(va, vb)}; "
+                                 "draw every random choice from self.np_random after reset(seed)")
     if len(first.steps) != len(second.steps):
         raise CheckError(f"[determinism] seed {seed}, {how}: the episode lasted {len(first.steps) - 1} steps, "
                          f"then {len(second.steps) - 1} with the same actions")

@@ -21,6 +21,17 @@ def short(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
 
 
+def difference(a: Any, b: Any, context: int = 60) -> str:
+    """`a vs b`, shortened; two long strings are shown around their first differing character, since two
+    observations that share a long opening look the same in `short`."""
+    if not (isinstance(a, str) and isinstance(b, str)) or max(len(a), len(b)) <= context * 2:
+        return f"{short(a)} vs {short(b)}"
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    start = max(0, at - context)
+    return (f"{len(a)} vs {len(b)} chars, first different at char {at}: ...{a[start:at + context]!r} vs "
+            f"...{b[start:at + context]!r}")
+
+
 def as_missing_dependency(exc: BaseException) -> MissingDependencyError | None:
     """The missing optional dependency behind an import failure, or None if it is a bug.
 

@@ -259,6 +259,15 @@ def test_without_gymnasium_checks_our_determinism_check_catches_them_too(env_cls
     assert fragment in str(err.value)
 
 
+def test_a_determinism_failure_shows_where_two_long_observations_part():
+    from agentgym.step_checks import difference
+
+    head = "Repository: intervals (at /workspace)\n\nIssue:\n" * 4
+    said = difference(head + "Files: a.py, b.py", head + "Files: a.py")
+    assert "first different at char" in said and "b.py" in said and "Repository" in said.split("...")[1]
+    assert difference("ab", "ac") == "'ab' vs 'ac'"  # short values whole
+
+
 @pytest.mark.parametrize("env_cls", [ResetReturnsObsOnly, StepReturnsFour])
 def test_wrong_return_shapes_are_api_failures(env_cls):
     with pytest.raises(CheckError, match=r"^\[api\] .*(reset|step).* must return"):
