@@ -57,8 +57,9 @@ class Mismatch:
                 f"{self.actual_len}):\n  expected ...{self.expected_context!r}\n  actual   ...{self.actual_context!r}")
 
 
-def first_mismatch(expected: Sequence[int], actual: Sequence[int]) -> int | None:
-    """Index of the first differing token (or the shorter length), None when equal."""
+def first_mismatch(expected: Sequence[Any], actual: Sequence[Any]) -> int | None:
+    """Index of the first differing token (or character: any two sequences), or the shorter length; None when
+    equal."""
     for i, (a, b) in enumerate(zip(expected, actual)):
         if a != b:
             return i

@@ -26,7 +26,9 @@ def difference(a: Any, b: Any, context: int = 60) -> str:
     observations that share a long opening look the same in `short`."""
     if not (isinstance(a, str) and isinstance(b, str)) or max(len(a), len(b)) <= context * 2:
         return f"{short(a)} vs {short(b)}"
-    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    from agentgym.chat import first_mismatch
+
+    at = first_mismatch(a, b) or 0
     start = max(0, at - context)
     return (f"{len(a)} vs {len(b)} chars, first different at char {at}: ...{a[start:at + context]!r} vs "
             f"...{b[start:at + context]!r}")
