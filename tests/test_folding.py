@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from test_chat import llama3_tokenizer, qwen_tokenizer, smol_tokenizer, smol_tokenizer_dir, tokenizer  # noqa: F401
 
-from agentgym.chat import ChatFormat
+import agentgym
+from agentgym import TextEnv, make_info
+from agentgym.chat import TRUNCATION_MARKER, ChatFormat
 from agentgym.errors import ConfigError
 from agentgym.engine.layouts import FOLD_REQUEST, fold_messages, fold_segments, is_summary
 from agentgym.policies.scripted import ScriptedPolicy
@@ -146,3 +148,47 @@ def test_tito_across_folds_with_real_chat_templates(tokenizer):  # noqa: F811 (t
         assert traj.success and sum(is_summary(t) for t in traj.turns) >= 1
         for k, turn in enumerate(traj.turns):
             chat.verify(turn.prompt_ids, fold_messages(chat, traj, k))
+
+
+class LongObservationAt(TextEnv):
+    """30 short turns to success, except that turn `at` answers with a long observation."""
+
+    def __init__(self, at: int = 1):
+        self.at, self.turn = at, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.turn = 0
+        return "Say anything, 30 times.", make_info()
+
+    def step(self, action):
+        self.turn += 1
+        obs = "noise " * 60 if self.turn == self.at else f"Turn {self.turn} done."
+        done = self.turn == 30
+        return obs, float(done), done, False, make_info(success=done)
+
+
+def test_a_long_observation_just_under_the_fold_budget_still_fits_the_summary_request():
+    """One turn can carry a prompt from just under the fold budget past the context limit (an observation of up
+    to max_observation_tokens). The summary request then gets the observation cut to the room left (the next
+    segment gets all of it), so whatever turn it lands on, the episode folds instead of ending context_full."""
+    agentgym.register("test/LongObservationAt-v0", LongObservationAt, max_turns=40, override=True)
+
+    def reply(context):
+        return "Summary: thirty turns asked, some done." if context.observation.endswith(FOLD_REQUEST) else "ok"
+
+    config = RolloutConfig(layout="fold", max_context_tokens=1000, max_observation_tokens=400, executor="serial",
+                           sampling=SamplingParams(max_tokens=64))
+    cut = 0
+    for at in range(1, 30):  # turn 30 ends the episode: no turn sees its observation
+        [traj] = rollout("test/LongObservationAt-v0", ScriptedPolicy(reply, CHAT), CHAT, seeds=[0], config=config,
+                         env_kwargs={"at": at})
+        assert traj.success and traj.end_reason == "terminated", (at, traj.end_reason)
+        assert max(len(t.prompt_ids) + 64 for t in traj.turns) <= 1000
+        for k, turn in enumerate(traj.turns):
+            CHAT.verify(turn.prompt_ids, fold_messages(CHAT, traj, k))
+        summaries = [t for t in traj.turns if is_summary(t)]
+        cut += any(TRUNCATION_MARKER.format("")[:12] in t.observation for t in summaries)
+        big = next(t for t in traj.turns if t.observation.startswith("noise") and not is_summary(t))
+        assert big.observation == "noise " * 60  # the env turn sees all of it
+    assert cut >= 1  # some placement needed the cut (without it those episodes ended context_full)

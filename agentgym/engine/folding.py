@@ -9,8 +9,9 @@ Nothing generated is ever re-tokenized, so token-in-token-out holds in every seg
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
+from agentgym.chat import TRUNCATION_MARKER
 from agentgym.engine.layouts import FOLD_REQUEST, fold_message
 from agentgym.policy import Generation, GenerationRequest
 from agentgym.trajectory import Turn, history_keys
@@ -34,8 +35,29 @@ def fold_prompt(engine: Any, ep: Any) -> list[int]:
         start_segment(engine, ep, summary_ids=None)
         return ep.prompt
     response, after = ep.pieces[-1]
-    ep.summarising, ep.summary_obs = True, ep.obs + FOLD_REQUEST
-    return ep.prompt[:len(ep.prompt) - len(after)] + engine.chat.turn_suffix(response, ep.summary_obs)
+    head = ep.prompt[:len(ep.prompt) - len(after)]
+    ep.summarising = True
+    ep.summary_obs = summary_observation(engine, head, response, ep.obs)
+    return head + engine.chat.turn_suffix(response, ep.summary_obs)
+
+
+def summary_observation(engine: Any, head: list[int], response: Sequence[int], obs: str) -> str:
+    """The summary request's user message: the current observation + `FOLD_REQUEST`, the observation cut to what
+    the context has room for. One turn can carry the prompt from under the fold budget to near the limit (an
+    observation of up to `max_observation_tokens`); the summary is about the turns already seen, and the next
+    segment gets the whole observation again, so cutting it here loses nothing the episode needs."""
+    message, limit = obs + FOLD_REQUEST, engine.context_limit
+    if limit is None:
+        return message
+    room = limit - engine.config.sampling.max_tokens - len(head)
+    kept = len(engine.chat.encode(obs))
+    for _ in range(4):  # token boundaries and the cut's marker make lengths only nearly additive: check, cut again
+        excess = len(engine.chat.turn_suffix(response, message)) - room
+        if excess <= 0 or kept == 0:
+            return message
+        kept = max(0, kept - excess - len(engine.chat.encode(TRUNCATION_MARKER.format(kept))))
+        message = (engine.chat.truncate_observation(obs, kept) if kept else "") + FOLD_REQUEST
+    return message
 
 
 def record_summary(engine: Any, ep: Any, req: GenerationRequest, gen: Generation, generate_s: float) -> None:
