@@ -50,11 +50,12 @@ def summary_observation(engine: Any, head: list[int], response: Sequence[int], o
     if limit is None:
         return message
     room = limit - engine.config.sampling.max_tokens - len(head)
-    kept = len(engine.chat.encode(obs))
+    kept = None  # the observation's token count, only once a cut is needed (the usual fold fits as it is)
     for _ in range(4):  # token boundaries and the cut's marker make lengths only nearly additive: check, cut again
         excess = len(engine.chat.turn_suffix(response, message)) - room
         if excess <= 0 or kept == 0:
             return message
+        kept = len(engine.chat.encode(obs)) if kept is None else kept
         kept = max(0, kept - excess - len(engine.chat.encode(TRUNCATION_MARKER.format(kept))))
         message = (engine.chat.truncate_observation(obs, kept) if kept else "") + FOLD_REQUEST
     return message
