@@ -93,7 +93,7 @@ def save_checkpoint(run_dir: Path, iteration: int, model: Any, tokenizer: Any, s
         torch.save({**state, "rng": rng_state(), "iteration": iteration}, tmp / "trainer.pt")
         for name, path in (extra_dirs or {}).items():
             shutil.move(str(path), str(tmp / name))
-        _write_manifest(tmp, iteration)
+        write_manifest(tmp, iteration)
         _fsync_tree(tmp)
         old = run_dir / f".old-ckpt-{iteration}"  # a checkpoint of this iteration already there: replaced whole
         if ckpt.exists():
@@ -153,7 +153,7 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-def _write_manifest(ckpt: Path, iteration: int) -> None:
+def write_manifest(ckpt: Path, iteration: int) -> None:
     files = {str(p.relative_to(ckpt)): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
              for p in sorted(ckpt.rglob("*")) if p.is_file()}
     (ckpt / MANIFEST).write_text(json.dumps({"iteration": iteration, "files": files}, indent=1))
@@ -237,6 +237,16 @@ def find_checkpoint(spec: str, run_dir: Path, say: Callable[[str], None] = _warn
     if spec == "auto":
         return None
     raise ConfigError(f"checkpoint.resume={spec!r}: no trainer.pt there; point it at a run dir or a ckpt-N dir")
+
+
+def refuse_an_earlier_run(run_dir: Path, resume: str) -> None:
+    """A run from iteration 0 appends to run_dir's logs, so one started where another logged would mix the
+    two runs' curves and evals: refused, unless checkpoint.resume asks to continue what is there."""
+    metrics = run_dir / "metrics.jsonl"
+    if resume or not metrics.exists() or not metrics.read_text().strip():
+        return
+    raise ConfigError(f"train.run_dir={run_dir} already holds a run (metrics.jsonl): continue it with "
+                      "checkpoint.resume=auto, or pass another train.run_dir (or delete that one)")
 
 
 def load_state(ckpt: Path) -> dict[str, Any]:

@@ -262,6 +262,10 @@ class TrainSection:
     """Share of training's weight change the final weights keep: start + change_kept x (trained - start), applied
     after the last iteration, before its eval and checkpoint (train/merge.py; WiSE-FT / WARP's interpolation
     toward the initialisation). 1: the trained weights as they are."""
+    soup_runs: int = 1
+    """K > 1: K independent runs of this config from the same start (member k: seed + 1000 k, rollout.seed_start
+    + k x 10^8, in RUN_DIR/soup/run-k), played side by side as processes with the threads split among them, whose
+    final weights are averaged into RUN_DIR's checkpoint (train/soup.py; model soups, WARP's merge of RL runs)."""
 
     def __post_init__(self) -> None:
         if self.mode == "sync":
@@ -272,6 +276,7 @@ class TrainSection:
         _check(self.rollout_workers >= 1 and self.groups_per_rollout >= 0,
                "train.rollout_workers must be >= 1 and train.groups_per_rollout >= 0")
         _check(self.iterations >= 1, f"train.iterations must be >= 1, got {self.iterations}")
+        _check(self.soup_runs >= 1, f"train.soup_runs is how many runs are averaged, >= 1: got {self.soup_runs}")
         _check(self.verify_samples >= 0, f"train.verify_samples must be >= 0, got {self.verify_samples}")
         _check(self.ppo_epochs >= 1 and self.mini_batches >= 1 and self.micro_batch_size >= 1,
                "train.ppo_epochs, train.mini_batches and train.micro_batch_size must be >= 1")
@@ -369,6 +374,10 @@ class TrainConfig:
         _check(self.train.change_kept == 1 or not (m.lora.enabled or self.train.distributed != "none"),
                "train.change_kept interpolates the full weights of one process: set model.lora.enabled=false and "
                "train.distributed=none, or train.change_kept=1")
+        _check(self.train.soup_runs == 1 or not (m.lora.enabled or self.train.distributed != "none"
+                                                  or self.train.mode != "sync" or self.selfplay.enabled),
+               "train.soup_runs averages the full weights of plain runs: set model.lora.enabled=false, "
+               "train.distributed=none, train.mode=sync and selfplay.enabled=false, or train.soup_runs=1")
         if self.train.mode == "async":
             check_async(self, updater_for(self).name)
         if r.lookahead:

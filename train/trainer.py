@@ -48,6 +48,10 @@ from agentgym.trajectory import Trajectory
 
 def train(config: TrainConfig) -> Path:
     """Train with `config` and return the run directory (metrics.jsonl, checkpoints)."""
+    if config.train.soup_runs > 1:  # K runs side by side, averaged (train/soup.py)
+        from agentgym.train.soup import train_soup
+
+        return train_soup(config)
     trainer = Trainer(config)
     try:
         trainer.run()
@@ -62,7 +66,7 @@ class Trainer:
         self.group_rewards = group_rewards_from_config(config.rollout.group_rewards)  # a bad one fails first
         self.run_dir = Path(config.train.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        refuse_an_earlier_run(self.run_dir, config.checkpoint.resume)
+        ck.refuse_an_earlier_run(self.run_dir, config.checkpoint.resume)
         seed_everything(config.train.seed)
         if config.train.torch_threads:
             torch.set_num_threads(config.train.torch_threads)
@@ -316,17 +320,6 @@ class Trainer:
         D.shutdown(getattr(self, "dist", None))
         if self._separate_policy():
             self.policy.close()
-
-
-
-def refuse_an_earlier_run(run_dir: Path, resume: str) -> None:
-    """A run from iteration 0 appends to run_dir's logs, so one started where another logged would mix the
-    two runs' curves and evals: refused, unless checkpoint.resume asks to continue what is there."""
-    metrics = run_dir / "metrics.jsonl"
-    if resume or not metrics.exists() or not metrics.read_text().strip():
-        return
-    raise ConfigError(f"train.run_dir={run_dir} already holds a run (metrics.jsonl): continue it with "
-                      "checkpoint.resume=auto, or pass another train.run_dir (or delete that one)")
 
 
 def _truncate_metrics(path: Path, iteration: int) -> None:
