@@ -60,6 +60,9 @@ def restore_run(parts: RunParts, ckpt: Path) -> dict[str, Any]:
     its state (iteration, the collector's part, ...). A sharded checkpoint resumes only under fsdp, an unsharded
     one only without it: each refused with the way to resume it."""
     state = ck.load_state(ckpt)
+    if "soup_of" in state:  # train/soup.py's average: weights only
+        raise ConfigError(f"{ckpt} averages a soup's runs (train.soup_runs) and keeps no optimizer state to resume: "
+                          f"train on from its weights in a new run dir with model.policy=checkpoint:{ckpt}")
     sharded = parts.dist is not None and (ckpt / "dcp").is_dir()
     if state["optimizer"] is None and not sharded:
         raise ConfigError(f"{ckpt} holds sharded state (train.distributed=fsdp): resume it under torchrun "

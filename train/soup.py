@@ -13,6 +13,7 @@ metrics.jsonl whose rows are the members' per-iteration means (so curves and tim
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -123,7 +124,7 @@ def _start_member(config: Any, k: int, threads: int) -> tuple[subprocess.Popen, 
     data = config.to_dict()
     for section, values in member_overrides(config, k, threads).items():
         data[section] = {**data.get(section, {}), **values}
-    config_from_dict(json.loads(json.dumps(data, default=list)))  # a member's config is valid before it starts
+    config_from_dict(copy.deepcopy(_plain(data)))  # a member's config is valid before it starts
     member_yaml = folder.parent / f"run-{k}.yaml"
     member_yaml.write_text(yaml.safe_dump(_plain(data), sort_keys=False))
     log = folder.parent / f"run-{k}.log"

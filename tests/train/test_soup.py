@@ -87,6 +87,8 @@ def test_a_soup_of_two_runs_averages_their_final_weights_and_is_not_redone(tmp_p
     assert "already averages 2 runs" in capsys.readouterr().out
     with pytest.raises(ConfigError, match="already holds a run"):
         train(load_config("toy_learning", overrides))
+    with pytest.raises(ConfigError, match="averages a soup's runs"):  # no optimizer state to train on from
+        train(load_config("toy_learning", [*overrides[:-2], "checkpoint.resume=auto"]))
 
 
 def test_an_earlier_run_in_a_member_dir_is_refused_before_any_member_starts(tmp_path):
