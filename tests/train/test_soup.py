@@ -56,6 +56,7 @@ def _weights(path):
     return load_file(str(path / "model" / "model.safetensors"))
 
 
+@pytest.mark.slow  # two tiny runs as processes
 def test_a_soup_of_two_runs_averages_their_final_weights_and_is_not_redone(tmp_path, capsys):
     from agentgym.train.checkpoint import checkpoint_problem
     from agentgym.train.trainer import train
@@ -111,3 +112,19 @@ def test_a_soup_the_runs_cannot_make_is_refused(override, message):
     with pytest.raises(ConfigError, match=message):
         config_from_dict(override)
     config_from_dict({"train": {"soup_runs": 2}})
+
+
+@pytest.mark.slow  # two tiny runs as processes
+def test_the_soup_throughput_benchmark_counts_every_members_episodes(monkeypatch, capsys, tmp_path):
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import soup_throughput
+
+    assert soup_throughput.main(["--quick", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "one run, 2 threads" in printed and "soup / one run, episodes a minute:" in printed
+    one, soup = soup_throughput.episodes_trained(tmp_path / "one-run-0"), soup_throughput.episodes_trained(tmp_path / "soup-0")
+    assert one == 2 * 4 and soup == 2 * one  # 2 iterations of 2 x 2 episodes; the soup's two members each as many
+    with pytest.raises(SystemExit):
+        soup_throughput.main(["--threads", "1", "--quick"])
