@@ -104,8 +104,13 @@ def train_soup(config: Any) -> Path:
         return run_dir
     procs = [_start_member(config, k, threads) for k in range(members)]
     print(f"soup: {members} RL runs side by side, {threads} thread(s) each, in {run_dir / 'soup'}", flush=True)
-    failed = [(k, log, proc.wait()) for k, (proc, log) in enumerate(procs)]
-    failed = [(k, log, rc) for k, log, rc in failed if rc != 0]
+    try:
+        codes = [proc.wait() for proc, _ in procs]
+    finally:  # an interrupted parent takes its members down (checkpoint.resume=auto continues them)
+        for proc, _ in procs:
+            if proc.poll() is None:
+                proc.terminate()
+    failed = [(k, procs[k][1], rc) for k, rc in enumerate(codes) if rc != 0]
     if failed:
         k, log, rc = failed[0]
         raise SoupError(f"soup member {k} failed (exit code {rc}): {_last_line(log)} (log: {log}); fix it and run "

@@ -103,6 +103,17 @@ def test_an_earlier_run_in_a_member_dir_is_refused_before_any_member_starts(tmp_
         train(load_config("toy_learning", [f"train.run_dir={run}", *SMALL, "train.soup_runs=2"]))
 
 
+def test_a_member_that_fails_is_named_with_its_log(tmp_path):
+    from agentgym.train.trainer import train
+
+    run = tmp_path / "run"
+    cfg = load_config("toy_learning", [f"train.run_dir={run}", *SMALL, "train.soup_runs=2",
+                                       f"model.policy=checkpoint:{tmp_path / 'no-such-checkpoint'}"])
+    with pytest.raises(SoupError, match=r"soup member 0 failed \(exit code 2\): .*no-such-checkpoint.*run-0.log"):
+        train(cfg)
+    assert not (run / "latest").exists()  # nothing averaged
+
+
 @pytest.mark.parametrize("override,message", [
     ({"train": {"soup_runs": 0}}, ">= 1"),
     ({"train": {"soup_runs": 2}, "model": {"lora": {"enabled": True}}}, "model.lora.enabled=false"),
