@@ -1,11 +1,13 @@
 """A soup of RL runs (`train.soup_runs: K`): K independent runs from one start, each with its own seeds, played
 side by side as processes, whose final weights are averaged into the run's checkpoint.
 
-Why: on the household quick start one RL run is a lottery over its few training episodes (seeds land 6-10 tasks
-above SFT); the average of two runs' weights kept what both learnt and averaged away part of what each got wrong
-(docs/results/learning.md, "Soups of RL runs"), where running one run longer did not help. Averaging fine-tuned
-weights from one start is "model soups" (Wortsman et al. 2022) and WARP's merge of RL runs (Ramé et al. 2024).
-Processes, not threads: two one-thread runs on two cores play more episodes a minute than one two-thread run.
+Why: one RL run from a warm start is a lottery over its few training episodes, and runs differ in which tasks
+they fix; an average of their weights can keep what they share and dilute what each got wrong by chance
+(averaging fine-tuned weights from one start: model soups, Wortsman et al. 2022; WARP's merge of RL runs, Rame et
+al. 2024). Measured on the household quick start (docs/results/learning.md, "Soups of RL runs"): a pair of
+8-iteration runs averaged scores about one task above its members; at the preset's episode budget two 3-iteration
+runs averaged score less than one 6-iteration run, so the preset does not use it. Processes, not threads: two
+one-thread runs on two cores play 1.10x the episodes a minute of one two-thread run (benchmarks/soup_throughput.py).
 
 Member k trains `train.seed + 1000 k` from `rollout.seed_start + k x 10^8` in RUN_DIR/soup/run-k (member 0 is the
 plain run of the same config); RUN_DIR gets the averaged checkpoint (`latest` -> ckpt-N, as a plain run's) and a
