@@ -12,7 +12,6 @@ every member's). Prints wall seconds, episodes, episodes a minute and the soup's
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -25,13 +24,10 @@ QUICK = ["rollout.groups=2", "rollout.group_size=2", "rollout.max_new_tokens=4",
 
 def episodes_trained(run_dir: Path) -> float:
     """Episodes the run (or every member of a soup) trained on, from metrics.jsonl."""
+    from agentgym.train.metrics import read_metrics
+
     folders = sorted((run_dir / "soup").glob("run-*/")) if (run_dir / "soup").is_dir() else [run_dir]
-    total = 0.0
-    for folder in folders:
-        for line in (folder / "metrics.jsonl").read_text().splitlines():
-            if line.strip():
-                total += json.loads(line).get("episodes_trained", 0.0)
-    return total
+    return sum(row.get("episodes_trained", 0.0) for folder in folders for row in read_metrics(folder))
 
 
 def run_setting(preset: str, overrides: list[str], run_dir: Path, threads: int) -> tuple[float, float]:

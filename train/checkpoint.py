@@ -80,20 +80,29 @@ def save_model(model: Any, tokenizer: Any, target: Path) -> None:
 
 def save_checkpoint(run_dir: Path, iteration: int, model: Any, tokenizer: Any, state: dict[str, Any],
                     keep: int = 2, extra_dirs: dict[str, Path] | None = None) -> Path:
-    """Write ckpt-<iteration>/ atomically, then point `latest` at it, then drop old ones beyond `keep`.
-    `extra_dirs` (name -> a finished directory, e.g. sharded `dcp/` state) move in before `latest` moves.
-    A failed write (a full disk) leaves every earlier checkpoint and `latest` as they were: CheckpointError."""
+    """Write ckpt-<iteration>/ (the model, trainer.pt) as `write_checkpoint` does. `extra_dirs` (name -> a finished
+    directory, e.g. sharded `dcp/` state) move in before `latest` moves."""
+    def fill(tmp: Path) -> None:
+        save_model(model, tokenizer, tmp / "model")
+        torch.save({**state, "rng": rng_state(), "iteration": iteration}, tmp / "trainer.pt")
+        for name, path in (extra_dirs or {}).items():
+            shutil.move(str(path), str(tmp / name))
+
+    return write_checkpoint(run_dir, iteration, fill, keep)
+
+
+def write_checkpoint(run_dir: Path, iteration: int, fill: Callable[[Path], None], keep: int = 2) -> Path:
+    """Write ckpt-<iteration>/ atomically (`fill` writes its files into a temporary folder, then its manifest,
+    fsync, rename), then point `latest` at it, then drop old ones beyond `keep` (0: none dropped). A failed write
+    (a full disk) leaves every earlier checkpoint and `latest` as they were: CheckpointError."""
     ckpt = run_dir / f"ckpt-{iteration}"
     tmp = run_dir / f".tmp-ckpt-{iteration}"
     for stale in [*run_dir.glob(".tmp-ckpt-*"), *run_dir.glob(".old-ckpt-*")]:  # left by a kill: never loaded
         shutil.rmtree(stale, ignore_errors=True)
     try:
         tmp.mkdir(parents=True)
-        save_model(model, tokenizer, tmp / "model")
-        torch.save({**state, "rng": rng_state(), "iteration": iteration}, tmp / "trainer.pt")
-        for name, path in (extra_dirs or {}).items():
-            shutil.move(str(path), str(tmp / name))
-        write_manifest(tmp, iteration)
+        fill(tmp)
+        _write_manifest(tmp, iteration)
         _fsync_tree(tmp)
         old = run_dir / f".old-ckpt-{iteration}"  # a checkpoint of this iteration already there: replaced whole
         if ckpt.exists():
@@ -153,7 +162,7 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-def write_manifest(ckpt: Path, iteration: int) -> None:
+def _write_manifest(ckpt: Path, iteration: int) -> None:
     files = {str(p.relative_to(ckpt)): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
              for p in sorted(ckpt.rglob("*")) if p.is_file()}
     (ckpt / MANIFEST).write_text(json.dumps({"iteration": iteration, "files": files}, indent=1))

@@ -42,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         import yaml
 
-        print(yaml.safe_dump(_plain(config.to_dict()), sort_keys=False))
+        from agentgym.train.config_loader import plain_values
+
+        print(yaml.safe_dump(plain_values(config.to_dict()), sort_keys=False))
         return 0
     print(context_line(config))
     if config.sft.enabled:  # warm start first; RL then starts from the SFT checkpoint
@@ -54,14 +56,6 @@ def run(args: argparse.Namespace) -> int:
     run_dir = train(config)
     print(f"run dir: {run_dir}  (metrics: {run_dir / 'metrics.jsonl'}, checkpoint: {run_dir / 'latest'})")
     return 0
-
-
-def _plain(value):
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:

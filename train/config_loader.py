@@ -31,6 +31,15 @@ def _plain_copy(value: Any) -> Any:
     return value
 
 
+def plain_values(value: Any) -> Any:
+    """`options_dict`'s output with tuples as lists: what yaml.safe_dump writes (and load_config reads back)."""
+    if isinstance(value, dict):
+        return {k: plain_values(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_values(v) for v in value]
+    return value
+
+
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 

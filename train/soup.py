@@ -15,8 +15,6 @@ metrics.jsonl whose rows are the members' per-iteration means (so curves and tim
 """
 from __future__ import annotations
 
-import copy
-import dataclasses
 import json
 import os
 import shutil
@@ -125,15 +123,17 @@ def _start_member(config: Any, k: int, threads: int) -> tuple[subprocess.Popen, 
     import yaml
 
     from agentgym.train.config import config_from_dict
+    from agentgym.train.config_loader import plain_values
 
     folder = member_dir(config, k)
     folder.mkdir(parents=True, exist_ok=True)
     data = config.to_dict()
     for section, values in member_overrides(config, k, threads).items():
         data[section] = {**data.get(section, {}), **values}
-    config_from_dict(copy.deepcopy(_plain(data)))  # a member's config is valid before it starts
+    data = plain_values(data)
+    config_from_dict(data)  # a member's config is valid before it starts
     member_yaml = folder.parent / f"run-{k}.yaml"
-    member_yaml.write_text(yaml.safe_dump(_plain(data), sort_keys=False))
+    member_yaml.write_text(yaml.safe_dump(data, sort_keys=False))
     log = folder.parent / f"run-{k}.log"
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     with open(log, "ab") as fh:
@@ -143,31 +143,30 @@ def _start_member(config: Any, k: int, threads: int) -> tuple[subprocess.Popen, 
 
 
 def _write_soup(config: Any, run_dir: Path, members: int) -> Path:
-    """Average the members' final weights into RUN_DIR/ckpt-N (written whole, then `latest` moves), and their
-    metrics into RUN_DIR/metrics.jsonl."""
+    """Average the members' final weights into RUN_DIR/ckpt-N (checkpoint.write_checkpoint: written whole, then
+    `latest` moves), after their metrics' per-iteration means into RUN_DIR/metrics.jsonl."""
     import torch
     from safetensors.torch import load_file, save_file
 
     from agentgym.train import checkpoint as ck
+    from agentgym.train.metrics import read_metrics
 
     iterations = config.train.iterations
     model_dirs = [_final_model_dir(config, k, iterations) for k in range(members)]
     souped = average([load_file(str(d / WEIGHTS)) for d in model_dirs])
-    tmp = run_dir / f".tmp-ckpt-{iterations}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "model").mkdir(parents=True)
-    for f in model_dirs[0].iterdir():
-        if f.is_file() and f.name != WEIGHTS:
-            shutil.copy2(f, tmp / "model" / f.name)
-    save_file({k: v.contiguous() for k, v in souped.items()}, str(tmp / "model" / WEIGHTS), metadata={"format": "pt"})
-    torch.save({"iteration": iterations, "soup_of": [str(d) for d in model_dirs]}, tmp / "trainer.pt")
-    ck.write_manifest(tmp, iterations)
-    ckpt = run_dir / f"ckpt-{iterations}"
-    shutil.rmtree(ckpt, ignore_errors=True)
-    tmp.rename(ckpt)
-    rows = mean_rows([_rows(member_dir(config, k) / "metrics.jsonl") for k in range(members)])
+
+    def fill(tmp: Path) -> None:
+        (tmp / "model").mkdir()
+        for f in model_dirs[0].iterdir():  # config, tokenizer, chat template: the same in every member
+            if f.is_file() and f.name != WEIGHTS:
+                shutil.copy2(f, tmp / "model" / f.name)
+        save_file({k: v.contiguous() for k, v in souped.items()}, str(tmp / "model" / WEIGHTS),
+                  metadata={"format": "pt"})
+        torch.save({"iteration": iterations, "soup_of": [str(d) for d in model_dirs]}, tmp / "trainer.pt")
+
+    rows = mean_rows([read_metrics(member_dir(config, k)) for k in range(members)])
     ck.write_atomically(run_dir / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-    ck.write_atomically(run_dir / ck.LATEST, ckpt.name)
+    ckpt = ck.write_checkpoint(run_dir, iterations, fill, keep=0)
     print(f"soup: averaged {members} runs' weights into {ckpt}", flush=True)
     return ckpt
 
@@ -190,22 +189,6 @@ def _soup_done(run_dir: Path, iterations: int) -> Path | None:
     return None
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def _last_line(log: Path) -> str:
     lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()] if log.is_file() else []
     return lines[-1][:300] if lines else "(no output)"
-
-
-def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _plain(dataclasses.asdict(value))
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
