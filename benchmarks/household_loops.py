@@ -6,7 +6,9 @@
 Each eval dir's `trajectories.jsonl` is replayed in a fresh `HouseholdEnv(revisit_penalty=1)` from its
 `task_id`; a turn counts as a revisit when its command leaves the world in a state it was already in that
 episode (the env's `revisit` reward component). Prints, per run: success, the revisit share of all turns,
-and how many failures revisit at least `--min-revisits` times (the loops that eat the turn limit).
+how many failures revisit at least `--min-revisits` times (the loops that eat the turn limit), the episodes
+that ever take an object of another type than the task's ("wrong takes"), and where each failure stopped:
+the task's object never seen, seen but never taken, or taken but not delivered (the env's subgoals).
 `--expert N` plays the fair expert on N tasks of every type as the reference (it should never revisit).
 """
 from __future__ import annotations
@@ -18,11 +20,28 @@ from pathlib import Path
 
 def replay_revisits(task_id: str, actions: list[str]) -> int:
     """Revisits in one episode: its actions replayed from the task's first state."""
+    return replay(task_id, actions)["revisits"]
+
+
+def replay(task_id: str, actions: list[str]) -> dict[str, int]:
+    """One episode's actions replayed from the task's first state: revisits, takes of an object that is not of
+    the task's type, and whether the task's object was ever seen ("found") and held ("picked")."""
+    from agentgym.envs.household import oracle
     from agentgym.envs.household.env import HouseholdEnv
 
     env = HouseholdEnv(revisit_penalty=1.0)
     env.reset(options={"task_id": task_id})
-    return sum("revisit" in env.step(action)[4]["reward_components"] for action in actions)
+    w = env.world
+    stats = {"revisits": 0, "wrong_takes": 0, "found": 0, "picked": 0}
+    reached: set[str] = set()
+    for action in actions:
+        held = w.holding
+        info = env.step(action)[4]
+        stats["revisits"] += "revisit" in info["reward_components"]
+        stats["wrong_takes"] += w.holding != held and w.holding >= 0 and w.otype[w.holding] != w.task.obj_type
+        reached |= oracle.subgoals(w)
+    stats["found"], stats["picked"] = int("found" in reached), int("picked" in reached)
+    return stats
 
 
 def run_row(eval_dir: Path, min_revisits: int) -> str:
@@ -32,15 +51,22 @@ def run_row(eval_dir: Path, min_revisits: int) -> str:
     episodes = [t for t in episodes if str(t.task_id or "").startswith("household/")]
     if not episodes:
         return f"{eval_dir}: no household episodes"
-    turns = revisits = loopy_failures = 0
+    turns = revisits = loopy_failures = wrong = unseen = untaken = undelivered = 0
     for t in episodes:
         actions = [turn.action for turn in t.turns]
-        n = replay_revisits(t.task_id, actions)
-        turns, revisits = turns + len(actions), revisits + n
-        loopy_failures += (not t.success) and n >= min_revisits
+        stats = replay(t.task_id, actions)
+        turns, revisits = turns + len(actions), revisits + stats["revisits"]
+        wrong += stats["wrong_takes"] > 0
+        if not t.success:
+            loopy_failures += stats["revisits"] >= min_revisits
+            unseen += not stats["found"]
+            untaken += stats["found"] and not stats["picked"]
+            undelivered += stats["picked"]
     failures = sum(not t.success for t in episodes)
     return (f"{eval_dir}: success {len(episodes) - failures}/{len(episodes)}, revisits {revisits / max(turns, 1):.0%} "
-            f"of {turns} turns, {loopy_failures} of {failures} failures revisit >= {min_revisits} times")
+            f"of {turns} turns, {loopy_failures} of {failures} failures revisit >= {min_revisits} times; "
+            f"{wrong} episodes take a wrong object; failures: {unseen} never see the object, {untaken} see it "
+            f"and never take it, {undelivered} take it and do not deliver it")
 
 
 def expert_row(tasks: int) -> str:

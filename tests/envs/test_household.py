@@ -402,5 +402,34 @@ def test_loops_benchmark_counts_revisits_of_recorded_episodes(tmp_path):
 
     (tmp_path / "trajectories.jsonl").write_text(record(plan, True) + record(looped, False))
     assert loops.replay_revisits(info["task_id"], looped) == 4
+    found = int(loops.replay(info["task_id"], looped)["found"])
     assert loops.run_row(tmp_path, min_revisits=4).endswith(
-        f"success 1/2, revisits {4 / (len(plan) + 5):.0%} of {len(plan) + 5} turns, 1 of 1 failures revisit >= 4 times")
+        f"success 1/2, revisits {4 / (len(plan) + 5):.0%} of {len(plan) + 5} turns, 1 of 1 failures revisit >= 4 "
+        f"times; 0 episodes take a wrong object; failures: {1 - found} never see the object, {found} see it and "
+        "never take it, 0 take it and do not deliver it")
+
+
+def test_loops_benchmark_counts_wrong_takes_and_where_failures_stop():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "benchmarks" / "household_loops.py"
+    spec = importlib.util.spec_from_file_location("household_loops", path)
+    loops = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loops)
+    env = HouseholdEnv(task_types="pick_and_place")
+    for seed in range(50):  # a task whose room has another object in view on an open receptacle
+        env.reset(seed=seed)
+        w = env.world
+        other = [(o, r) for r in range(len(w.rname)) if w.visible(r) for o in w.contents[r]
+                 if w.otype[o] != w.task.obj_type]
+        if other:
+            break
+    o, r = other[0]
+    wrong = [f"go to {w.rname[r]}", f"take {w.oname[o]} from {w.rname[r]}", f"put {w.oname[o]} in/on {w.rname[r]}"]
+    stats = loops.replay(w.task.task_id, wrong)
+    assert stats["wrong_takes"] == 1 and stats["picked"] == 0 and stats["revisits"] == 1
+    plan = HouseholdEnv(task_types="pick_and_place")
+    plan.reset(options={"task_id": w.task.task_id})
+    solved = loops.replay(w.task.task_id, plan.oracle_plan())
+    assert solved == {"revisits": 0, "wrong_takes": 0, "found": 1, "picked": 1}
