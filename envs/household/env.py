@@ -3,8 +3,9 @@
 One room full of numbered receptacles and objects; six task types (pick & place, look at an object
 under the desk lamp, clean/heat/cool & place, pick two & place). Rewards: `outcome` (scale
 `success_reward`) when the goal holds; optionally `progress` for subgoals (found the object, holding
-it, heated it, ...), `invalid` for inadmissible commands and `revisit` for a command that leaves the
-world in a state it was already in this episode (a loop: take then put back, go back and forth).
+it, heated it, ...), `invalid` for inadmissible commands, `revisit` for a command that leaves the
+world in a state it was already in this episode (a loop: take then put back, go back and forth) and
+`wrong_take` for taking an object of another type than the task's.
 Splits: `train`, `test_seen`, `test_unseen` (object/receptacle/room combinations never used in train).
 """
 from __future__ import annotations
@@ -35,8 +36,8 @@ class HouseholdEnv(TextEnv):
                  rooms: tuple[str, ...] | str | None = None, difficulty: str | None = None,
                  receptacle_scale: float | None = None, distractors: int | None = None,
                  success_reward: float = 1.0, progress_reward: float = 0.0, invalid_penalty: float = 0.0,
-                 revisit_penalty: float = 0.0, anchor: str = "observation", list_actions: bool | str = False,
-                 remind_task: bool = False):
+                 revisit_penalty: float = 0.0, wrong_take_penalty: float = 0.0, anchor: str = "observation",
+                 list_actions: bool | str = False, remind_task: bool = False):
         split = cat.canonical_split(split)
         if split not in cat.SPLITS:
             raise ConfigError(f"unknown split {split!r}; choose from {', '.join(cat.SPLITS)} (or test = test_unseen)")
@@ -51,8 +52,11 @@ class HouseholdEnv(TextEnv):
         self.knobs = knobs_for(difficulty, **self._knob_args)  # validates now, not at the first reset
         self.success_reward, self.progress_reward = float(success_reward), float(progress_reward)
         self.invalid_penalty, self.revisit_penalty = float(invalid_penalty), checked_penalty(revisit_penalty)
+        self.wrong_take_penalty = float(wrong_take_penalty)
+        if self.wrong_take_penalty < 0:
+            raise ConfigError(f"wrong_take_penalty is subtracted, so it must be >= 0, got {wrong_take_penalty!r}")
         if not self.progress_reward:  # progress pays per subgoal reached, how many at once is open
-            worst = -max(self.invalid_penalty, self.revisit_penalty)
+            worst = -max(self.invalid_penalty, self.revisit_penalty + self.wrong_take_penalty)
             self.reward_range = (min(0.0, worst), max(0.0, self.success_reward))
         self.anchor_mode, self.list_actions = anchor, list_actions
         # restate the goal after every step's observation: a small model then finds the object and target
@@ -119,12 +123,14 @@ class HouseholdEnv(TextEnv):
             if self.invalid_penalty:
                 components["invalid"] = -self.invalid_penalty
         else:
+            held = w.holding
             obs = engine.execute(w, op)
             self._acts = engine.admissible(w, self._gotos, self._go_ops)
             if w.loc >= 0:
                 self._seen[w.loc] = _contents(w, w.loc)
             self._reward_progress(w, components)
             self._penalise_revisit(w, components)
+            self._penalise_wrong_take(w, held, components)
         success = not why and op[0] in GOAL_VERBS and oracle.success(w)
         if success:
             self._done = True
@@ -184,6 +190,14 @@ class HouseholdEnv(TextEnv):
         # a valid command that changed nothing (look, examine) or undid what came before (put back what
         # was just taken, walk back to where nothing changed) brings back a known state: no progress
         penalise_revisit(self._visited, w.state_key(), self.revisit_penalty, components)
+
+    def _penalise_wrong_take(self, w: World, held: int, components: dict[str, float]) -> None:
+        # no task here needs an object of another type in hand: taking one is where a search that has not
+        # found the object gives up (the agent then puts it in the target and loops; no eval episode with
+        # such a take was solved, benchmarks/household_loops.py)
+        took = w.holding >= 0 and w.holding != held
+        if took and self.wrong_take_penalty and w.otype[w.holding] != w.task.obj_type:
+            components["wrong_take"] = -self.wrong_take_penalty
 
     def _finish(self, obs: str, info: dict[str, Any], remind: bool = False) -> tuple[str, dict[str, Any]]:
         self._expert.observe(obs)  # before the listing is appended: it reads what the agent is told

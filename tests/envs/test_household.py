@@ -378,6 +378,37 @@ def test_demonstrations_replay_to_success():
         assert terminated and info["success"]
 
 
+def test_wrong_take_penalty_charges_takes_of_other_objects_only():
+    env = HouseholdEnv(task_types="pick_and_place", wrong_take_penalty=0.1)
+    for seed in range(50):  # a task with another object in view on an open receptacle
+        env.reset(seed=seed)
+        w = env.world
+        other = [(o, r) for r in range(len(w.rname)) if w.visible(r) for o in w.contents[r]
+                 if w.otype[o] != w.task.obj_type]
+        if other:
+            break
+    o, r = other[0]
+    _, reward, *_ = env.step(f"go to {w.rname[r]}")
+    assert reward == 0.0
+    _, reward, _, _, info = env.step(f"take {w.oname[o]} from {w.rname[r]}")
+    assert info["reward_components"] == {"wrong_take": -0.1} and reward == -0.1
+    _, reward, _, _, info = env.step(f"put {w.oname[o]} in/on {w.rname[r]}")
+    assert "wrong_take" not in info["reward_components"]
+    # the fair expert, on every task type, never pays it (nor does the oracle)
+    for task_type in ("pick_and_place", "pick_heat_then_place", "pick_two_obj_and_place", "look_at_obj_in_light"):
+        env = HouseholdEnv(task_types=task_type, wrong_take_penalty=1.0)
+        for seed in range(20):
+            env.reset(seed=seed)
+            for _ in range(100):
+                if (action := env.expert_action()) is None:
+                    break
+                _, _, terminated, _, info = env.step(action)
+                assert "wrong_take" not in info["reward_components"], (task_type, seed, action)
+            assert terminated, (task_type, seed)
+    with pytest.raises(ConfigError, match="wrong_take_penalty"):
+        HouseholdEnv(wrong_take_penalty=-0.1)
+
+
 def test_loops_benchmark_counts_revisits_of_recorded_episodes(tmp_path):
     import importlib.util
     from pathlib import Path
