@@ -378,16 +378,33 @@ def test_demonstrations_replay_to_success():
         assert terminated and info["success"]
 
 
-def test_wrong_take_penalty_charges_takes_of_other_objects_only():
-    env = HouseholdEnv(task_types="pick_and_place", wrong_take_penalty=0.1)
-    for seed in range(50):  # a task with another object in view on an open receptacle
+def _task_with_another_object_in_view(env):
+    """Reset `env` to the first task whose room shows an object of another type than the task's on an open
+    receptacle: (world, that object, its receptacle)."""
+    for seed in range(50):
         env.reset(seed=seed)
         w = env.world
         other = [(o, r) for r in range(len(w.rname)) if w.visible(r) for o in w.contents[r]
                  if w.otype[o] != w.task.obj_type]
         if other:
-            break
-    o, r = other[0]
+            return (w, *other[0])
+    raise AssertionError("no task with another object in view in 50 seeds")
+
+
+def _household_loops():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "benchmarks" / "household_loops.py"
+    spec = importlib.util.spec_from_file_location("household_loops", path)
+    loops = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loops)
+    return loops
+
+
+def test_wrong_take_penalty_charges_takes_of_other_objects_only():
+    env = HouseholdEnv(task_types="pick_and_place", wrong_take_penalty=0.1)
+    w, o, r = _task_with_another_object_in_view(env)
     _, reward, *_ = env.step(f"go to {w.rname[r]}")
     assert reward == 0.0
     _, reward, _, _, info = env.step(f"take {w.oname[o]} from {w.rname[r]}")
@@ -410,16 +427,10 @@ def test_wrong_take_penalty_charges_takes_of_other_objects_only():
 
 
 def test_loops_benchmark_counts_revisits_of_recorded_episodes(tmp_path):
-    import importlib.util
-    from pathlib import Path
-
     from agentgym.eval.records import EvalRecord
     from agentgym.trajectory import Trajectory, Turn
 
-    path = Path(__file__).parents[2] / "benchmarks" / "household_loops.py"
-    spec = importlib.util.spec_from_file_location("household_loops", path)
-    loops = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(loops)
+    loops = _household_loops()
     env = HouseholdEnv(task_types="pick_and_place")
     _, info = env.reset(seed=3)
     plan = env.oracle_plan()
@@ -441,22 +452,8 @@ def test_loops_benchmark_counts_revisits_of_recorded_episodes(tmp_path):
 
 
 def test_loops_benchmark_counts_wrong_takes_and_where_failures_stop():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).parents[2] / "benchmarks" / "household_loops.py"
-    spec = importlib.util.spec_from_file_location("household_loops", path)
-    loops = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(loops)
-    env = HouseholdEnv(task_types="pick_and_place")
-    for seed in range(50):  # a task whose room has another object in view on an open receptacle
-        env.reset(seed=seed)
-        w = env.world
-        other = [(o, r) for r in range(len(w.rname)) if w.visible(r) for o in w.contents[r]
-                 if w.otype[o] != w.task.obj_type]
-        if other:
-            break
-    o, r = other[0]
+    loops = _household_loops()
+    w, o, r = _task_with_another_object_in_view(HouseholdEnv(task_types="pick_and_place"))
     wrong = [f"go to {w.rname[r]}", f"take {w.oname[o]} from {w.rname[r]}", f"put {w.oname[o]} in/on {w.rname[r]}"]
     stats = loops.replay(w.task.task_id, wrong)
     assert stats["wrong_takes"] == 1 and stats["picked"] == 0 and stats["revisits"] == 1
