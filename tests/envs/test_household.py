@@ -422,6 +422,8 @@ def test_wrong_take_penalty_charges_takes_of_other_objects_only():
                 _, _, terminated, _, info = env.step(action)
                 assert "wrong_take" not in info["reward_components"], (task_type, seed, action)
             assert terminated, (task_type, seed)
+    # a take that is wrong and brings back a state pays both
+    assert HouseholdEnv(revisit_penalty=0.05, wrong_take_penalty=0.1).reward_range[0] == pytest.approx(-0.15)
     with pytest.raises(ConfigError, match="wrong_take_penalty"):
         HouseholdEnv(wrong_take_penalty=-0.1)
 
