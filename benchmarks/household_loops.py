@@ -29,17 +29,15 @@ def replay(task_id: str, actions: list[str]) -> dict[str, int]:
     from agentgym.envs.household import oracle
     from agentgym.envs.household.env import HouseholdEnv
 
-    env = HouseholdEnv(revisit_penalty=1.0)
+    env = HouseholdEnv(revisit_penalty=1.0, wrong_take_penalty=1.0)  # the env's own components tell them
     env.reset(options={"task_id": task_id})
-    w = env.world
     stats = {"revisits": 0, "wrong_takes": 0, "found": 0, "picked": 0}
     reached: set[str] = set()
     for action in actions:
-        held = w.holding
-        info = env.step(action)[4]
-        stats["revisits"] += "revisit" in info["reward_components"]
-        stats["wrong_takes"] += w.holding != held and w.holding >= 0 and w.otype[w.holding] != w.task.obj_type
-        reached |= oracle.subgoals(w)
+        components = env.step(action)[4]["reward_components"]
+        stats["revisits"] += "revisit" in components
+        stats["wrong_takes"] += "wrong_take" in components
+        reached |= oracle.subgoals(env.world)
     stats["found"], stats["picked"] = int("found" in reached), int("picked" in reached)
     return stats
 
