@@ -23,21 +23,17 @@ def options_dict(section: Any) -> dict[str, Any]:
     return {f.name: options_dict(v) if dataclasses.is_dataclass(v := getattr(section, f.name)) else _plain_copy(v)
             for f in dataclasses.fields(section) if f.init}
 
-def _plain_copy(value: Any) -> Any:
+def _plain_copy(value: Any, as_lists: bool = False) -> Any:
     if isinstance(value, dict):
-        return {k: _plain_copy(v) for k, v in value.items()}
+        return {k: _plain_copy(v, as_lists) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_plain_copy(v) for v in value)
+        return (list if as_lists else type(value))(_plain_copy(v, as_lists) for v in value)
     return value
 
 
 def plain_values(value: Any) -> Any:
     """`options_dict`'s output with tuples as lists: what yaml.safe_dump writes (and load_config reads back)."""
-    if isinstance(value, dict):
-        return {k: plain_values(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain_values(v) for v in value]
-    return value
+    return _plain_copy(value, as_lists=True)
 
 
 def _hints(cls: type) -> dict[str, Any]:
